@@ -1,0 +1,178 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Defaults for Options.
+const (
+	DefaultSegmentBytes = 256 << 10
+	DefaultInlineBytes  = 32 << 10
+)
+
+// Options tune a Comm. The zero value means the defaults.
+type Options struct {
+	// SegmentBytes is the largest message the pipelined executor sends;
+	// large buffers are cut into segments of this size so that sending,
+	// receiving and reducing overlap.
+	SegmentBytes int
+	// InlineBytes: operations whose buffers are at most this large run
+	// step by step in the caller's goroutine (lowest latency). It must stay
+	// well below what the transport buffers without a reader.
+	InlineBytes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.InlineBytes <= 0 {
+		o.InlineBytes = DefaultInlineBytes
+	}
+	return o
+}
+
+// Comm runs collective operations among the ranks of a Transport. Every
+// rank must call the same operations in the same order with agreeing
+// arguments; operations on one Comm are serialised.
+//
+// Failure is global and sticky: when any operation fails on this rank (a
+// broken link, a protocol error, a cancelled context, an invalid argument)
+// the Comm closes its transport, which makes every peer's pending operation
+// fail too, and every later call returns an error wrapping the first cause.
+type Comm struct {
+	t    Transport
+	opts Options
+
+	mu      sync.Mutex // serialises operations; guards the fields below
+	seq     uint64
+	plans   map[planKey]*plan
+	scratch [][]byte
+
+	failMu sync.Mutex
+	cause  error
+}
+
+type planKey struct {
+	alg              string
+	root, count, esz int
+	counts           string // per-rank counts, for v-collectives
+}
+
+// NewComm returns a communicator over t. The Comm owns t: Close closes it.
+func NewComm(t Transport, opts Options) *Comm {
+	return &Comm{t: t, opts: opts.withDefaults(), plans: map[planKey]*plan{}}
+}
+
+// Rank is this rank's index in [0, Size).
+func (c *Comm) Rank() int { return c.t.Rank() }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.t.Size() }
+
+// Err returns the cause of the failure that ended the communicator, or nil.
+func (c *Comm) Err() error {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	return c.cause
+}
+
+// Close closes the transport; later operations fail with ErrClosed.
+func (c *Comm) Close() error {
+	c.fail(fmt.Errorf("collective: communicator on rank %d: %w", c.Rank(), ErrClosed))
+	return nil
+}
+
+// Abort fails the communicator with cause: every pending and later
+// operation returns an error wrapping it, and the peers see this rank go.
+// It is how an owner reports a failure found outside the data plane (the
+// launcher died, a negotiation failed). Only the first failure is kept.
+func (c *Comm) Abort(cause error) { c.fail(cause) }
+
+// fail records the first failure and closes the transport so that every
+// pending call here and on the peers returns.
+func (c *Comm) fail(err error) {
+	c.failMu.Lock()
+	first := c.cause == nil
+	if first {
+		c.cause = err
+	}
+	c.failMu.Unlock()
+	if first {
+		c.t.Close()
+	}
+}
+
+// failed returns the error a new operation reports after an earlier failure.
+func (c *Comm) failed(op string) error {
+	cause := c.Err()
+	if cause == nil {
+		return nil
+	}
+	if errors.Is(cause, ErrClosed) && !errors.As(cause, new(*OpError)) {
+		return fmt.Errorf("collective: %s on rank %d: %w", op, c.Rank(), cause)
+	}
+	return fmt.Errorf("collective: %s on rank %d: communicator failed earlier: %w", op, c.Rank(), cause)
+}
+
+// invalid fails the communicator with an argument error. Peers would
+// otherwise wait forever for this rank's part of the operation.
+func (c *Comm) invalid(op string, seq uint64, format string, args ...any) error {
+	err := &OpError{Op: op, Seq: seq, Step: -1, Rank: c.Rank(), Peer: -1,
+		Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
+	c.fail(err)
+	return err
+}
+
+// getPlan returns the cached plan for key, building it with mk on a miss.
+func (c *Comm) getPlan(key planKey, mk func() []Step) (*plan, error) {
+	if p, ok := c.plans[key]; ok {
+		return p, nil
+	}
+	p, err := newPlan(mk(), c.Rank(), c.Size())
+	if err != nil {
+		return nil, err
+	}
+	if len(c.plans) > 256 { // bound the cache: shapes in training loops repeat
+		clear(c.plans)
+	}
+	c.plans[key] = p
+	return p, nil
+}
+
+// scratchBuffers returns n buffers of at least size bytes, reused across calls.
+func (c *Comm) scratchBuffers(n, size int) [][]byte {
+	for len(c.scratch) < n {
+		c.scratch = append(c.scratch, nil)
+	}
+	for i := range n {
+		if cap(c.scratch[i]) < size {
+			c.scratch[i] = make([]byte, size)
+		}
+		c.scratch[i] = c.scratch[i][:cap(c.scratch[i])]
+	}
+	return c.scratch[:n]
+}
+
+// execute runs plan p on bufs, inline when small, pipelined otherwise, and
+// fails the communicator on error.
+func (c *Comm) execute(ctx context.Context, r *run, total int) error {
+	r.t, r.fail = c.t, c.fail
+	var err error
+	if total <= c.opts.InlineBytes {
+		err = r.runInline(ctx, c.scratchBuffers(1, r.p.scratch*r.esz)[0])
+	} else {
+		seg := r.p.scratch * r.esz
+		err = r.runPipelined(ctx, c.scratchBuffers(scratchSlots, seg))
+	}
+	if err != nil {
+		// Report the first failure: this run's own first error, or the
+		// Close or failure that interrupted it. The peers see the same.
+		c.fail(err)
+		return c.Err()
+	}
+	return nil
+}

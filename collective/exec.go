@@ -1,0 +1,179 @@
+package collective
+
+import (
+	"context"
+	"sync"
+
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// scratchSlots is how many received segments may wait for reduction at
+// once: the receiver fills one slot while the reducer drains another, so
+// receiving, reducing and sending overlap.
+const scratchSlots = 4
+
+// run is one execution of a plan over a transport.
+type run struct {
+	t      Transport
+	p      *plan
+	op     string
+	seq    uint64
+	bufs   [2][]byte
+	esz    int
+	reduce kernels.ReduceFunc
+	fail   func(error) // records the first failure and closes the transport
+
+	sent, recvd progress
+	stop        chan struct{}
+	stopOnce    sync.Once
+}
+
+func (r *run) bytes(s Segment) []byte {
+	return r.bufs[s.Buf][s.Off*r.esz : s.end()*r.esz]
+}
+
+// abort stops the run after err: the communicator fails (closing the
+// transport unblocks all I/O) and every waiter wakes.
+func (r *run) abort(err error) {
+	r.fail(err)
+	r.stopOnce.Do(func() { close(r.stop) })
+	r.sent.abort()
+	r.recvd.abort()
+}
+
+func (r *run) opError(i, peer int, err error) error {
+	return &OpError{Op: r.op, Seq: r.seq, Step: i, Rank: r.t.Rank(), Peer: peer, Host: r.t.Host(peer), Err: err}
+}
+
+func (r *run) send(ctx context.Context, i int) error {
+	st := r.p.steps[i]
+	err := r.t.Conn(st.SendTo).Send(ctx, Tag{Seq: r.seq, Step: r.p.sendTag[i]}, r.bytes(st.Send))
+	if err != nil {
+		return r.opError(i, st.SendTo, err)
+	}
+	return nil
+}
+
+func (r *run) recv(ctx context.Context, i int, into []byte) error {
+	st := r.p.steps[i]
+	err := r.t.Conn(st.RecvFrom).Recv(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, into)
+	if err != nil {
+		return r.opError(i, st.RecvFrom, err)
+	}
+	return nil
+}
+
+// runInline executes the plan step by step in the calling goroutine. It is
+// used for small operations, where every send fits in the transport's
+// buffering so that sending before receiving cannot deadlock, and where a
+// goroutine hand-off would cost more than the data movement.
+func (r *run) runInline(ctx context.Context, scratch []byte) error {
+	for i, st := range r.p.steps {
+		if st.SendTo >= 0 {
+			if err := r.send(ctx, i); err != nil {
+				return err
+			}
+		}
+		if st.RecvFrom < 0 {
+			continue
+		}
+		dst := r.bytes(st.Recv)
+		if st.Combine == Copy {
+			if err := r.recv(ctx, i, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		tmp := scratch[:len(dst)]
+		if err := r.recv(ctx, i, tmp); err != nil {
+			return err
+		}
+		r.reduce(dst, tmp)
+	}
+	return nil
+}
+
+type received struct{ step, slot int }
+
+// runPipelined executes the plan with three goroutines: the caller sends,
+// a receiver reads segments into scratch slots (or straight into the buffer
+// for Copy), and a reducer folds them in. Each waits only for the steps its
+// data depends on, so consecutive segments overlap.
+func (r *run) runPipelined(ctx context.Context, scratch [][]byte) error {
+	r.sent.init()
+	r.recvd.init()
+	r.stop = make(chan struct{})
+	free := make(chan int, len(scratch))
+	for i := range scratch {
+		free <- i
+	}
+	work := make(chan received, len(scratch))
+	var wg sync.WaitGroup
+	var recvErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); recvErr = r.receiver(ctx, scratch, free, work) }()
+	go func() { defer wg.Done(); r.reducer(scratch, free, work) }()
+	sendErr := r.sender(ctx)
+	if sendErr != nil {
+		r.abort(sendErr)
+	}
+	wg.Wait()
+	if sendErr != nil {
+		return sendErr
+	}
+	return recvErr
+}
+
+func (r *run) sender(ctx context.Context) error {
+	for i, st := range r.p.steps {
+		if st.SendTo < 0 {
+			continue
+		}
+		if !r.recvd.wait(r.p.sendAfter[i]) {
+			return nil // aborted: the cause is reported by whoever failed
+		}
+		if err := r.send(ctx, i); err != nil {
+			return err
+		}
+		r.sent.complete(i)
+	}
+	return nil
+}
+
+func (r *run) receiver(ctx context.Context, scratch [][]byte, free chan int, work chan<- received) error {
+	defer close(work)
+	for i, st := range r.p.steps {
+		if st.RecvFrom < 0 {
+			continue
+		}
+		if !r.sent.wait(r.p.recvAfter[i]) {
+			return nil
+		}
+		slot, into := -1, r.bytes(st.Recv)
+		if st.Combine == Reduce {
+			select {
+			case slot = <-free:
+			case <-r.stop:
+				return nil
+			}
+			into = scratch[slot][:len(into)]
+		}
+		if err := r.recv(ctx, i, into); err != nil {
+			r.abort(err)
+			return err
+		}
+		work <- received{i, slot}
+	}
+	return nil
+}
+
+func (r *run) reducer(scratch [][]byte, free chan<- int, work <-chan received) {
+	for w := range work {
+		if w.slot >= 0 {
+			dst := r.bytes(r.p.steps[w.step].Recv)
+			r.reduce(dst, scratch[w.slot][:len(dst)])
+			free <- w.slot
+		}
+		r.recvd.complete(w.step)
+	}
+}

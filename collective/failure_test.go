@@ -1,0 +1,175 @@
+package collective_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/memtransport"
+	"github.com/gorovod/gorovod/kernels"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const faultLimit = 2 * time.Second
+
+// checkFailure asserts that every rank returned an OpError for op within
+// faultLimit of the fault, and that later calls fail fast with the same cause.
+func checkFailure(t *testing.T, cs []*collective.Comm, errs []error, returned []time.Time, fault time.Time, skip int) {
+	t.Helper()
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d: the operation succeeded despite the fault", r)
+		}
+		if d := returned[r].Sub(fault); d > faultLimit {
+			t.Errorf("rank %d returned %v after the fault", r, d)
+		}
+		if r == skip {
+			continue
+		}
+		var oe *collective.OpError
+		if !errors.As(err, &oe) || oe.Op != "allreduce" || oe.Rank != r || oe.Peer < 0 || oe.Step < 0 {
+			t.Fatalf("rank %d: error does not name op, rank, peer and step: %v", r, err)
+		}
+		t.Logf("rank %d: %v", r, err)
+		start := time.Now()
+		later := cs[r].Barrier(context.Background())
+		if !errors.Is(later, err) || time.Since(start) > 100*time.Millisecond {
+			t.Fatalf("rank %d: later call returned %v after %v; want the first cause at once", r, later, time.Since(start))
+		}
+	}
+}
+
+// bigAllreduce starts a 16 MiB all-reduce on every rank and records when
+// each returned.
+func bigAllreduce(t *testing.T, cs []*collective.Comm, ctxs []context.Context) ([]error, []time.Time) {
+	returned := make([]time.Time, len(cs))
+	errs := onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
+		buf := make([]float32, 4<<20)
+		err := collective.Allreduce(ctxs[r], c, buf, kernels.Sum, collective.ReduceOptions{})
+		returned[r] = time.Now()
+		return err
+	})
+	return errs, returned
+}
+
+func background(n int) []context.Context {
+	ctxs := make([]context.Context, n)
+	for i := range ctxs {
+		ctxs[i] = context.Background()
+	}
+	return ctxs
+}
+
+func TestDropPeerMidOperation(t *testing.T) {
+	const n = 4
+	net := memtransport.NewNetwork(n)
+	net.SetDelay(0, 1, 300*time.Millisecond) // the operation cannot finish before the fault
+	cs := make([]*collective.Comm, n)
+	for r, tr := range net.Transports() {
+		cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64 << 10})
+		defer cs[r].Close()
+	}
+	var fault time.Time
+	timer := time.AfterFunc(100*time.Millisecond, func() { fault = time.Now(); net.DropPeer(2) })
+	defer timer.Stop()
+	errs, returned := bigAllreduce(t, cs, background(n))
+	checkFailure(t, cs, errs, returned, fault, 2)
+	if !errors.Is(errs[1], collective.ErrPeerGone) && !errors.Is(errs[3], collective.ErrPeerGone) {
+		t.Fatalf("the neighbours of the dropped rank do not report it gone: %v / %v", errs[1], errs[3])
+	}
+}
+
+func TestBrokenLinkMidOperation(t *testing.T) {
+	const n = 3
+	net := memtransport.NewNetwork(n)
+	net.SetDelay(2, 0, 300*time.Millisecond) // the operation cannot finish before the fault
+	cs := make([]*collective.Comm, n)
+	for r, tr := range net.Transports() {
+		cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64 << 10})
+		defer cs[r].Close()
+	}
+	var fault time.Time
+	timer := time.AfterFunc(50*time.Millisecond, func() { fault = time.Now(); net.BreakLink(1, 2) })
+	defer timer.Stop()
+	errs, returned := bigAllreduce(t, cs, background(n))
+	checkFailure(t, cs, errs, returned, fault, -1)
+}
+
+// TestPeerClosesOverTCP: a rank's transport closes mid-operation, as when
+// its process dies; every other rank's pending call fails quickly.
+func TestPeerClosesOverTCP(t *testing.T) {
+	const n = 4
+	cs := newComms(t, tcpMesh, n, collective.Options{SegmentBytes: 64 << 10})
+	var fault time.Time
+	timer := time.AfterFunc(30*time.Millisecond, func() { fault = time.Now(); cs[3].Close() })
+	defer timer.Stop()
+	returned := make([]time.Time, n)
+	errs := onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
+		// Keep all-reducing until the fault stops us.
+		buf := make([]float32, 1<<20)
+		for {
+			if err := collective.Allreduce(context.Background(), c, buf, kernels.Sum, collective.ReduceOptions{}); err != nil {
+				returned[r] = time.Now()
+				return err
+			}
+		}
+	})
+	checkFailure(t, cs, errs, returned, fault, 3)
+	if !errors.Is(errs[3], collective.ErrClosed) {
+		t.Fatalf("the closed rank reports %v, want ErrClosed", errs[3])
+	}
+}
+
+func TestCancelFailsEveryRank(t *testing.T) {
+	const n = 3
+	net := memtransport.NewNetwork(n)
+	net.SetDelay(1, 2, 300*time.Millisecond) // the operation cannot finish before the cancel
+	cs := make([]*collective.Comm, n)
+	for r, tr := range net.Transports() {
+		cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64 << 10})
+		defer cs[r].Close()
+	}
+	ctxs := background(n)
+	ctx, cancel := context.WithCancel(context.Background())
+	ctxs[0] = ctx
+	var fault time.Time
+	timer := time.AfterFunc(50*time.Millisecond, func() { fault = time.Now(); cancel() })
+	defer timer.Stop()
+	errs, returned := bigAllreduce(t, cs, ctxs)
+	if !errors.Is(errs[0], context.Canceled) {
+		t.Fatalf("rank 0: %v, want context.Canceled", errs[0])
+	}
+	checkFailure(t, cs, errs, returned, fault, 0)
+}
+
+func TestInvalidArgumentFailsEveryRank(t *testing.T) {
+	cs := newComms(t, memMesh, 3, collective.Options{})
+	errs := onAll(t, cs, 5*time.Second, func(r int, c *collective.Comm) error {
+		buf := make([]byte, 100<<10)
+		if r == 1 {
+			buf = buf[:len(buf)-1] // not a whole number of float32s, on one rank only
+		}
+		return c.Allreduce(context.Background(), kernels.F32, buf, kernels.Sum, collective.ReduceOptions{})
+	})
+	if !errors.Is(errs[1], collective.ErrInvalid) {
+		t.Fatalf("rank 1: %v, want ErrInvalid", errs[1])
+	}
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d succeeded", r)
+		}
+	}
+}
+
+func TestCloseThenCall(t *testing.T) {
+	cs := newComms(t, memMesh, 2, collective.Options{})
+	cs[0].Close()
+	if err := cs[0].Barrier(context.Background()); !errors.Is(err, collective.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}

@@ -1,0 +1,89 @@
+package collective
+
+import "fmt"
+
+// plan is a schedule prepared for execution: for each step, which earlier
+// step it must wait for, and the per-link message numbers used as tags.
+// Plans are pure and cached per (algorithm, shape) by the communicator.
+type plan struct {
+	steps []Step
+	// sendAfter[i] is the latest receive step (< i) whose segment overlaps
+	// step i's send (read after write), or -1. Receives complete in order,
+	// so waiting for the latest one suffices.
+	sendAfter []int
+	// recvAfter[i] is the latest send step (<= i) whose segment overlaps
+	// step i's receive (write after read), or -1.
+	recvAfter []int
+	// sendTag[i], recvTag[i]: the index of this message on its link.
+	sendTag, recvTag []uint32
+	// scratch is the largest Reduce segment, in elements.
+	scratch int
+	// maxMsg is the largest message, in elements.
+	maxMsg int
+}
+
+// newPlan checks steps against the rank and size and derives the
+// dependencies and tags.
+func newPlan(steps []Step, rank, size int) (*plan, error) {
+	p := &plan{
+		steps:     steps,
+		sendAfter: make([]int, len(steps)),
+		recvAfter: make([]int, len(steps)),
+		sendTag:   make([]uint32, len(steps)),
+		recvTag:   make([]uint32, len(steps)),
+	}
+	sent, recvd := map[int]uint32{}, map[int]uint32{}
+	for i, st := range steps {
+		if err := checkStep(st, rank, size); err != nil {
+			return nil, fmt.Errorf("step %d: %w", i, err)
+		}
+		p.sendAfter[i], p.recvAfter[i] = -1, -1
+		if st.SendTo >= 0 {
+			p.sendAfter[i] = p.lastRecvOverlapping(i, st.Send)
+			p.sendTag[i] = sent[st.SendTo]
+			sent[st.SendTo]++
+			p.maxMsg = max(p.maxMsg, st.Send.Len)
+		}
+		if st.RecvFrom >= 0 {
+			p.recvAfter[i] = p.lastSendOverlapping(i, st.Recv)
+			p.recvTag[i] = recvd[st.RecvFrom]
+			recvd[st.RecvFrom]++
+			p.maxMsg = max(p.maxMsg, st.Recv.Len)
+			if st.Combine == Reduce {
+				p.scratch = max(p.scratch, st.Recv.Len)
+			}
+		}
+	}
+	return p, nil
+}
+
+func checkStep(st Step, rank, size int) error {
+	if st.SendTo == rank || st.RecvFrom == rank || st.SendTo >= size || st.RecvFrom >= size {
+		return fmt.Errorf("%w: peer out of range (send %d, recv %d, rank %d, size %d)", ErrInvalid, st.SendTo, st.RecvFrom, rank, size)
+	}
+	if st.RecvFrom >= 0 && st.Combine != Copy && st.Combine != Reduce {
+		return fmt.Errorf("%w: receive without a combine mode", ErrInvalid)
+	}
+	if st.SendTo >= 0 && st.RecvFrom >= 0 && st.Send.overlaps(st.Recv) && st.Combine == Copy {
+		return fmt.Errorf("%w: step overwrites the segment it sends", ErrInvalid)
+	}
+	return nil
+}
+
+func (p *plan) lastRecvOverlapping(i int, s Segment) int {
+	for j := i - 1; j >= 0; j-- {
+		if p.steps[j].RecvFrom >= 0 && p.steps[j].Recv.overlaps(s) {
+			return j
+		}
+	}
+	return -1
+}
+
+func (p *plan) lastSendOverlapping(i int, s Segment) int {
+	for j := i; j >= 0; j-- {
+		if p.steps[j].SendTo >= 0 && p.steps[j].Send.overlaps(s) {
+			return j
+		}
+	}
+	return -1
+}

@@ -1,0 +1,110 @@
+package tcptransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/internal/auth"
+)
+
+// ackByte is the server's last handshake byte: the peer passed every check
+// and holds the link for its rank. A rejected peer reads EOF instead.
+const ackByte = 'K'
+
+// acceptRetry is the pause after an unexpected Accept error (for example
+// too many open files) before accepting again.
+const acceptRetry = 20 * time.Millisecond
+
+// acceptLoop accepts connections until ln is closed, admitting each on its
+// own goroutine (counted in wg) so a silent intruder cannot hold up a real
+// peer.
+func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener, wg *sync.WaitGroup) {
+	for {
+		nc, err := ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			f.log.Warn("tcptransport: accept failed", "err", err)
+			if !sleep(ctx, acceptRetry) {
+				return
+			}
+			continue
+		}
+		wg.Go(func() { f.admit(ctx, nc) })
+	}
+}
+
+// admit runs the server side of the handshake on nc and claims it for the
+// peer's rank, or closes it and logs why.
+func (f *formation) admit(ctx context.Context, nc *net.TCPConn) {
+	remote := nc.RemoteAddr().String()
+	rank, err := f.serverHandshake(ctx, nc)
+	if err != nil {
+		if errors.Is(err, errSealed) {
+			f.log.Debug("tcptransport: dropped connection", "remote", remote, "reason", err)
+		} else {
+			f.log.Warn("tcptransport: rejected connection", "remote", remote, "reason", err)
+		}
+		nc.Close()
+		return
+	}
+	f.log.Debug("tcptransport: peer connected", "peer", rank, "remote", remote)
+}
+
+// serverHandshake authenticates nc, checks the rank and size it claims and
+// claims it, all before the handshake deadline. If ctx ends meanwhile, nc
+// is closed and errSealed returned.
+func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn) (int, error) {
+	if err := tune(nc, f.cfg.sockBuf); err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
+	release := closeOnDone(ctx, nc)
+	rank, err := f.authenticate(nc, deadline)
+	if !release() {
+		return 0, errSealed
+	}
+	if err != nil {
+		return 0, err
+	}
+	return rank, f.claim(rank, nc, func() error { return writeAck(nc, deadline) })
+}
+
+// authenticate runs auth.Server and validates the peer's hello: a higher
+// rank of a job of the same size.
+func (f *formation) authenticate(nc *net.TCPConn, deadline time.Time) (int, error) {
+	peerHello, err := auth.Server(nc, f.cfg.Secret, f.hello, deadline)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", collective.ErrAuth, err)
+	}
+	return checkHello(peerHello, f.cfg.Size, f.cfg.Rank+1, f.cfg.Size)
+}
+
+// writeAck sends ackByte before deadline.
+func writeAck(nc *net.TCPConn, deadline time.Time) error {
+	if err := nc.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	if _, err := nc.Write([]byte{ackByte}); err != nil {
+		return fmt.Errorf("write acknowledgement: %w", err)
+	}
+	return nc.SetWriteDeadline(time.Time{})
+}
+
+// sleep waits for d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,69 @@
+package tcptransport
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/internal/auth"
+)
+
+// DefaultHandshakeTimeout bounds the handshake of one connection when
+// Config.HandshakeTimeout is zero.
+const DefaultHandshakeTimeout = 5 * time.Second
+
+// Config describes this rank's place in the mesh that Connect forms.
+type Config struct {
+	// Rank is this process's rank, 0 <= Rank < Size.
+	Rank int
+	// Size is the number of ranks in the job.
+	Size int
+	// Addrs holds the data-plane address ("host:port") of every rank,
+	// indexed by rank. Addrs[Rank] is this rank's Listener address.
+	Addrs []string
+	// Secret is the 32-byte job secret every connection must prove.
+	Secret []byte
+	// HandshakeTimeout bounds the handshake of each connection, accepted or
+	// dialed; zero means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// Logger receives connection events (rejected intruders at Warn); nil
+	// discards them. Connect adds a "rank" attribute.
+	Logger *slog.Logger
+
+	// sockBuf, when positive, fixes SO_SNDBUF and SO_RCVBUF of every data
+	// socket to that many bytes (which turns Linux autotuning off); zero
+	// leaves autotuning on. Benchmarks set it to compare both.
+	sockBuf int
+	// readBuf sizes the read buffer in front of each socket: zero means
+	// recvBuffer, negative means none. Benchmarks set it to compare.
+	readBuf int
+}
+
+// normalize validates c and fills in defaults. Every broken invariant gets
+// its own message; errors wrap collective.ErrInvalid.
+func (c Config) normalize() (Config, error) {
+	switch {
+	case c.Size < 1:
+		return c, fmt.Errorf("tcptransport: size %d, want at least 1: %w", c.Size, collective.ErrInvalid)
+	case c.Rank < 0 || c.Rank >= c.Size:
+		return c, fmt.Errorf("tcptransport: rank %d out of range [0, %d): %w", c.Rank, c.Size, collective.ErrInvalid)
+	case len(c.Addrs) != c.Size:
+		return c, fmt.Errorf("tcptransport: %d addresses for %d ranks: %w", len(c.Addrs), c.Size, collective.ErrInvalid)
+	case len(c.Secret) != auth.SecretSize:
+		return c, fmt.Errorf("tcptransport: secret is %d bytes, want %d: %w", len(c.Secret), auth.SecretSize, collective.ErrInvalid)
+	case c.HandshakeTimeout < 0:
+		return c, fmt.Errorf("tcptransport: negative handshake timeout %v: %w", c.HandshakeTimeout, collective.ErrInvalid)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Logger = c.Logger.With("rank", c.Rank)
+	if c.readBuf == 0 {
+		c.readBuf = recvBuffer
+	}
+	return c, nil
+}

@@ -1,0 +1,116 @@
+package tcptransport
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"sync/atomic"
+
+	"github.com/gorovod/gorovod/collective"
+)
+
+// recvBuffer is the size of the read buffer in front of each socket. A
+// buffer lets one read syscall fetch a header together with a small payload
+// (or the next header), at the cost of copying payloads smaller than the
+// buffer; larger payloads are read straight into the caller's slice. Chosen
+// by BenchmarkPingPong and BenchmarkStream (see bench_test.go).
+const recvBuffer = 16 << 10
+
+// conn is the collective.Conn to one peer: one TCP socket carrying frames
+// both ways. Send and Recv use disjoint fields, so one of each may run at
+// once without locks; the only shared state is the atomic failure.
+type conn struct {
+	nc   *net.TCPConn
+	rank int    // this rank
+	peer int    // the rank at the other end
+	host string // the peer's data-plane address
+
+	failed atomic.Pointer[failure] // first cause; set once, then sticky
+
+	// Send side, touched only by the Send in progress.
+	sendWatch ctxWatch
+	whdr      [headerSize]byte
+	wvec      [2][]byte
+	wbuf      net.Buffers
+
+	// Recv side, touched only by the Recv in progress.
+	recvWatch ctxWatch
+	rhdr      [headerSize]byte
+	r         io.Reader // nc, or a bufio.Reader over it
+}
+
+// newConn wraps an authenticated socket. readBuf > 0 puts a read buffer of
+// that size in front of the socket (see recvBuffer).
+func newConn(nc *net.TCPConn, rank, peer int, host string, readBuf int) *conn {
+	c := &conn{nc: nc, rank: rank, peer: peer, host: host, r: nc}
+	c.sendWatch.init(c, opSend)
+	c.recvWatch.init(c, opRecv)
+	if readBuf > 0 {
+		c.r = bufio.NewReaderSize(nc, readBuf)
+	}
+	return c
+}
+
+// Send writes one frame, header and payload in a single writev, without
+// copying p.
+func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
+	if err := c.ready(ctx, opSend); err != nil {
+		return err
+	}
+	c.sendWatch.begin(ctx)
+	defer c.sendWatch.end()
+	putHeader(&c.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
+	c.wvec[0], c.wvec[1] = c.whdr[:], p
+	c.wbuf = c.wvec[:]
+	_, err := c.wbuf.WriteTo(c.nc)
+	c.wvec[1] = nil // do not keep the caller's buffer reachable
+	if err != nil {
+		return c.ioFail(opSend, err)
+	}
+	return nil
+}
+
+// Recv reads one frame header, checks it against tag and len(p), then reads
+// the payload straight into p.
+func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
+	if err := c.ready(ctx, opRecv); err != nil {
+		return err
+	}
+	c.recvWatch.begin(ctx)
+	defer c.recvWatch.end()
+	if _, err := io.ReadFull(c.r, c.rhdr[:]); err != nil {
+		return c.ioFail(opRecv, err)
+	}
+	h, err := decodeHeader(c.rhdr[:])
+	if err != nil {
+		return c.protocolFail("%v", err)
+	}
+	if h.Seq != tag.Seq || h.Step != tag.Step || h.Len != uint64(len(p)) {
+		return c.protocolFail("expected seq %d step %d len %d, got seq %d step %d len %d",
+			tag.Seq, tag.Step, len(p), h.Seq, h.Step, h.Len)
+	}
+	if _, err := io.ReadFull(c.r, p); err != nil {
+		return c.ioFail(opRecv, err)
+	}
+	return nil
+}
+
+// ready returns the link's sticky failure, or the context's error if it
+// ended before the call touched the stream (the link stays usable then).
+func (c *conn) ready(ctx context.Context, op string) error {
+	if f := c.failed.Load(); f != nil {
+		return f.err
+	}
+	if ctx.Done() != nil && ctx.Err() != nil {
+		return ctxError(ctx, c.where(op))
+	}
+	return nil
+}
+
+// badConn stands in for a link that does not exist (peer out of range or
+// this rank itself); every call returns its error.
+type badConn struct{ err error }
+
+func (b badConn) Send(context.Context, collective.Tag, []byte) error { return b.err }
+func (b badConn) Recv(context.Context, collective.Tag, []byte) error { return b.err }

@@ -1,0 +1,39 @@
+package collective
+
+import "context"
+
+// Tag labels every message on a link. Seq numbers the collective operation
+// (the same on every rank); Step numbers the message inside that operation.
+// A receiver states the tag it expects and a frame carrying any other tag is
+// a protocol error (ErrProtocol), never silently skipped.
+type Tag struct {
+	Seq  uint64
+	Step uint32
+}
+
+// Conn is an ordered, reliable link to one peer. Send and Recv may be called
+// concurrently with each other, but at most one Send and one Recv may be in
+// progress at a time on one Conn.
+type Conn interface {
+	// Send transmits p under tag. When Send returns, p may be reused.
+	Send(ctx context.Context, tag Tag, p []byte) error
+	// Recv fills p exactly with the next message, which must carry tag and
+	// have length len(p); anything else is an error wrapping ErrProtocol.
+	Recv(ctx context.Context, tag Tag, p []byte) error
+}
+
+// Transport is a full mesh of Conns between the ranks of one job.
+//
+// Failures are sticky: after a Conn fails (peer gone, bad frame, deadline),
+// every later call on it fails with the same cause. Close unblocks every
+// pending Send and Recv with an error wrapping ErrClosed, and peers observe
+// the closed links (ErrPeerGone) promptly.
+type Transport interface {
+	Rank() int
+	Size() int
+	// Conn returns the link to peer (0 <= peer < Size, peer != Rank).
+	Conn(peer int) Conn
+	// Host returns a printable address of peer for error messages.
+	Host(peer int) string
+	Close() error
+}

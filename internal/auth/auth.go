@@ -1,0 +1,168 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ErrAuth is wrapped by every handshake failure caused by the peer (bad
+// magic, bad proof, oversized hello); I/O errors are wrapped as well.
+var ErrAuth = errors.New("auth: handshake failed")
+
+// SecretSize is the length of a job secret in bytes.
+const SecretSize = 32
+
+// MaxHello bounds the application data a side may bind into its proof.
+const MaxHello = 256
+
+const nonceSize = 32
+
+var magic = [4]byte{'G', 'R', 'V', '1'}
+
+// Conn is what the handshake needs: a stream with a deadline (net.Conn is one).
+type Conn interface {
+	io.ReadWriter
+	SetDeadline(t time.Time) error
+}
+
+// Server runs the accepting side of the handshake on c before deadline and
+// returns the client's hello. The deadline is cleared on success.
+func Server(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
+	if err := check(secret, hello); err != nil {
+		return nil, err
+	}
+	if err := c.SetDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	var ns [nonceSize]byte
+	if _, err := rand.Read(ns[:]); err != nil {
+		return nil, fmt.Errorf("auth: nonce: %w", err)
+	}
+	if _, err := c.Write(append(magic[:], ns[:]...)); err != nil {
+		return nil, fmt.Errorf("%w: write challenge: %v", ErrAuth, err)
+	}
+	var head [4 + nonceSize]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return nil, fmt.Errorf("%w: read response: %v", ErrAuth, err)
+	}
+	if [4]byte(head[:4]) != magic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])
+	}
+	nc := head[4:]
+	peer, err := readHello(c)
+	if err != nil {
+		return nil, err
+	}
+	proof := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(c, proof); err != nil {
+		return nil, fmt.Errorf("%w: read proof: %v", ErrAuth, err)
+	}
+	if !hmac.Equal(proof, mac(secret, "c2s", ns[:], nc, peer)) {
+		return nil, fmt.Errorf("%w: wrong secret", ErrAuth)
+	}
+	out := appendHello(nil, hello)
+	out = append(out, mac(secret, "s2c", nc, ns[:], hello, peer)...)
+	if _, err := c.Write(out); err != nil {
+		return nil, fmt.Errorf("%w: write proof: %v", ErrAuth, err)
+	}
+	return peer, clear(c)
+}
+
+// Client runs the dialing side of the handshake on c before deadline and
+// returns the server's hello. The deadline is cleared on success.
+func Client(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
+	if err := check(secret, hello); err != nil {
+		return nil, err
+	}
+	if err := c.SetDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	var head [4 + nonceSize]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return nil, fmt.Errorf("%w: read challenge: %v", ErrAuth, err)
+	}
+	if [4]byte(head[:4]) != magic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])
+	}
+	ns := head[4:]
+	var nc [nonceSize]byte
+	if _, err := rand.Read(nc[:]); err != nil {
+		return nil, fmt.Errorf("auth: nonce: %w", err)
+	}
+	out := append(magic[:], nc[:]...)
+	out = appendHello(out, hello)
+	out = append(out, mac(secret, "c2s", ns, nc[:], hello)...)
+	if _, err := c.Write(out); err != nil {
+		return nil, fmt.Errorf("%w: write response: %v", ErrAuth, err)
+	}
+	peer, err := readHello(c)
+	if err != nil {
+		return nil, err
+	}
+	proof := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(c, proof); err != nil {
+		return nil, fmt.Errorf("%w: read proof: %v", ErrAuth, err)
+	}
+	if !hmac.Equal(proof, mac(secret, "s2c", nc[:], ns, peer, hello)) {
+		return nil, fmt.Errorf("%w: server does not know the secret", ErrAuth)
+	}
+	return peer, clear(c)
+}
+
+func check(secret, hello []byte) error {
+	if len(secret) != SecretSize {
+		return fmt.Errorf("%w: secret is %d bytes, want %d", ErrAuth, len(secret), SecretSize)
+	}
+	if len(hello) > MaxHello {
+		return fmt.Errorf("%w: hello is %d bytes, max %d", ErrAuth, len(hello), MaxHello)
+	}
+	return nil
+}
+
+func clear(c Conn) error {
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	return nil
+}
+
+func appendHello(b, hello []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(hello)))
+	return append(b, hello...)
+}
+
+func readHello(r io.Reader) ([]byte, error) {
+	var n [2]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, fmt.Errorf("%w: read hello: %v", ErrAuth, err)
+	}
+	size := int(binary.BigEndian.Uint16(n[:]))
+	if size > MaxHello {
+		return nil, fmt.Errorf("%w: hello of %d bytes exceeds %d", ErrAuth, size, MaxHello)
+	}
+	h := make([]byte, size)
+	if _, err := io.ReadFull(r, h); err != nil {
+		return nil, fmt.Errorf("%w: read hello: %v", ErrAuth, err)
+	}
+	return h, nil
+}
+
+// mac is HMAC-SHA256 over a label and length-prefixed fields, so that no
+// two different field lists hash the same bytes.
+func mac(secret []byte, label string, fields ...[]byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(label))
+	for _, f := range fields {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(f)))
+		h.Write(n[:])
+		h.Write(f)
+	}
+	return h.Sum(nil)
+}
