@@ -44,7 +44,7 @@ func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener, wg *syn
 // peer's rank, or closes it and logs why.
 func (f *formation) admit(ctx context.Context, nc *net.TCPConn) {
 	remote := nc.RemoteAddr().String()
-	rank, err := f.serverHandshake(ctx, nc)
+	rank, l, err := f.serverHandshake(ctx, nc)
 	if err != nil {
 		if errors.Is(err, errSealed) {
 			f.log.Debug("tcptransport: dropped connection", "remote", remote, "reason", err)
@@ -54,36 +54,36 @@ func (f *formation) admit(ctx context.Context, nc *net.TCPConn) {
 		nc.Close()
 		return
 	}
-	f.log.Debug("tcptransport: peer connected", "peer", rank, "remote", remote)
+	f.log.Debug("tcptransport: peer connected", "peer", rank, "lane", l.name(f.cfg.Rank, rank), "remote", remote)
 }
 
-// serverHandshake authenticates nc, checks the rank and size it claims and
-// claims it, all before the handshake deadline. If ctx ends meanwhile, nc
-// is closed and errSealed returned.
-func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn) (int, error) {
+// serverHandshake authenticates nc, checks the rank, size and lane it
+// claims and claims it, all before the handshake deadline. If ctx ends
+// meanwhile, nc is closed and errSealed returned.
+func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn) (int, lane, error) {
 	if err := tune(nc, f.cfg.sockBuf); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
 	release := closeOnDone(ctx, nc)
-	rank, err := f.authenticate(nc, deadline)
+	rank, l, err := f.authenticate(nc, deadline)
 	if !release() {
-		return 0, errSealed
+		return 0, 0, errSealed
 	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return rank, f.claim(rank, nc, func() error { return writeAck(nc, deadline) })
+	return rank, l, f.claim(rank, l, nc, func() error { return writeAck(nc, deadline) })
 }
 
 // authenticate runs auth.Server and validates the peer's hello: a higher
-// rank of a job of the same size.
-func (f *formation) authenticate(nc *net.TCPConn, deadline time.Time) (int, error) {
+// rank of a job of the same size, opening a lane to or from this rank.
+func (f *formation) authenticate(nc *net.TCPConn, deadline time.Time) (int, lane, error) {
 	peerHello, err := auth.Server(nc, f.cfg.Secret, f.hello, deadline)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", collective.ErrAuth, err)
+		return 0, 0, fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}
-	return checkHello(peerHello, f.cfg.Size, f.cfg.Rank+1, f.cfg.Size)
+	return checkLaneHello(peerHello, f.cfg.Rank, f.cfg.Size, f.cfg.Rank+1, f.cfg.Size)
 }
 
 // writeAck sends ackByte before deadline.

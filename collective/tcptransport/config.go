@@ -38,6 +38,9 @@ type Config struct {
 	// readBuf sizes the read buffer in front of each socket: zero means
 	// recvBuffer, negative means none. Benchmarks set it to compare.
 	readBuf int
+	// spin is how long a small Recv busy-polls before it parks: zero means
+	// automatic (see autoSpin), negative never. Benchmarks set it.
+	spin time.Duration
 }
 
 // normalize validates c and fills in defaults. Every broken invariant gets
@@ -64,6 +67,12 @@ func (c Config) normalize() (Config, error) {
 	c.Logger = c.Logger.With("rank", c.Rank)
 	if c.readBuf == 0 {
 		c.readBuf = recvBuffer
+	}
+	switch {
+	case c.spin == 0:
+		c.spin = autoSpin(c.Rank, c.Addrs)
+	case c.spin < 0:
+		c.spin = 0
 	}
 	return c, nil
 }

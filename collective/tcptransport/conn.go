@@ -1,30 +1,38 @@
 package tcptransport
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorovod/gorovod/collective"
 )
 
-// recvBuffer is the size of the read buffer in front of each socket. A
-// buffer lets one read syscall fetch a header together with a small payload
-// (or the next header), at the cost of copying payloads smaller than the
-// buffer; larger payloads are read straight into the caller's slice. Chosen
-// by BenchmarkPingPong and BenchmarkStream (see bench_test.go).
+// recvBuffer is the size of the read buffer in front of each receiving
+// socket. A buffer lets one read syscall fetch a header together with a
+// small payload (or the next header), at the cost of copying payloads
+// smaller than the buffer; larger payloads are read straight into the
+// caller's slice. Chosen by BenchmarkPingPong and BenchmarkStream (see
+// bench_test.go).
 const recvBuffer = 16 << 10
 
-// conn is the collective.Conn to one peer: one TCP socket carrying frames
-// both ways. Send and Recv use disjoint fields, so one of each may run at
+// pollMax is the largest payload whose Recv busy-polls before parking (see
+// inbound). Larger messages take long enough on the wire that a wake-up is
+// cheap in comparison, and the pipelined executor that moves them needs the
+// processors for sending and reducing.
+const pollMax = 64 << 10
+
+// conn is the collective.Conn to one peer: two TCP sockets, one per
+// direction (lane), so that a Send and a Recv in progress never contend for
+// a socket. Send and Recv use disjoint fields, so one of each may run at
 // once without locks; the only shared state is the atomic failure.
 type conn struct {
-	nc   *net.TCPConn
-	rank int    // this rank
-	peer int    // the rank at the other end
-	host string // the peer's data-plane address
+	out  *net.TCPConn // lane rank>peer: written by Send, never read
+	in   *net.TCPConn // lane peer>rank: read by Recv, never written
+	rank int          // this rank
+	peer int          // the rank at the other end
+	host string       // the peer's data-plane address
 
 	failed atomic.Pointer[failure] // first cause; set once, then sticky
 
@@ -37,18 +45,17 @@ type conn struct {
 	// Recv side, touched only by the Recv in progress.
 	recvWatch ctxWatch
 	rhdr      [headerSize]byte
-	r         io.Reader // nc, or a bufio.Reader over it
+	r         *inbound
 }
 
-// newConn wraps an authenticated socket. readBuf > 0 puts a read buffer of
-// that size in front of the socket (see recvBuffer).
-func newConn(nc *net.TCPConn, rank, peer int, host string, readBuf int) *conn {
-	c := &conn{nc: nc, rank: rank, peer: peer, host: host, r: nc}
+// newConn wraps the two authenticated sockets of a link. readBuf > 0 puts
+// a read buffer of that size in front of the receiving socket (see
+// recvBuffer); spin > 0 lets small receives poll that long (see inbound).
+func newConn(l lanes, rank, peer int, host string, readBuf int, spin time.Duration) *conn {
+	c := &conn{out: l[laneOut], in: l[laneIn], rank: rank, peer: peer, host: host}
 	c.sendWatch.init(c, opSend)
 	c.recvWatch.init(c, opRecv)
-	if readBuf > 0 {
-		c.r = bufio.NewReaderSize(nc, readBuf)
-	}
+	c.r = newInbound(c.in, readBuf, spin)
 	return c
 }
 
@@ -63,7 +70,7 @@ func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
 	putHeader(&c.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
 	c.wvec[0], c.wvec[1] = c.whdr[:], p
 	c.wbuf = c.wvec[:]
-	_, err := c.wbuf.WriteTo(c.nc)
+	_, err := c.wbuf.WriteTo(c.out)
 	c.wvec[1] = nil // do not keep the caller's buffer reachable
 	if err != nil {
 		return c.ioFail(opSend, err)
@@ -72,14 +79,16 @@ func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
 }
 
 // Recv reads one frame header, checks it against tag and len(p), then reads
-// the payload straight into p.
+// the payload straight into p. A small frame is busy-polled for (see
+// inbound).
 func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	if err := c.ready(ctx, opRecv); err != nil {
 		return err
 	}
 	c.recvWatch.begin(ctx)
 	defer c.recvWatch.end()
-	if _, err := io.ReadFull(c.r, c.rhdr[:]); err != nil {
+	poll := len(p) <= pollMax
+	if err := c.r.readFull(c.rhdr[:], poll); err != nil {
 		return c.ioFail(opRecv, err)
 	}
 	h, err := decodeHeader(c.rhdr[:])
@@ -90,7 +99,7 @@ func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 		return c.protocolFail("expected seq %d step %d len %d, got seq %d step %d len %d",
 			tag.Seq, tag.Step, len(p), h.Seq, h.Step, h.Len)
 	}
-	if _, err := io.ReadFull(c.r, p); err != nil {
+	if err := c.r.readFull(p, poll); err != nil {
 		return c.ioFail(opRecv, err)
 	}
 	return nil

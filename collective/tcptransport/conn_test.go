@@ -1,8 +1,10 @@
 package tcptransport
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +79,7 @@ func TestMalformedFrame(t *testing.T) {
 	lns, addrs := listenN(t, 2)
 	secret := secretOf(1)
 	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret})
-	raw, err := fakePeer(t, addrs[0], secret, 1, 2)
+	raw, _, err := fakePeer(t, addrs[0], secret, 1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +94,14 @@ func TestMalformedFrame(t *testing.T) {
 	}
 }
 
-// TestRawFrame has a fake rank 1 write a frame by hand, checking the wire
-// layout from the outside.
+// TestRawFrame has a fake rank 1 write a frame by hand on its lane 1>0 and
+// read rank 0's answer from its lane 0>1, checking the wire layout and the
+// lanes from the outside.
 func TestRawFrame(t *testing.T) {
 	lns, addrs := listenN(t, 2)
 	secret := secretOf(1)
 	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret})
-	raw, err := fakePeer(t, addrs[0], secret, 1, 2)
+	out, in, err := fakePeer(t, addrs[0], secret, 1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +110,18 @@ func TestRawFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	frame := []byte{'G', 'V', 1, 0, 5, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c'}
-	raw.Write(frame)
+	out.Write(frame)
 	got := make([]byte, 3)
 	if err := tr.Conn(1).Recv(t.Context(), collective.Tag{Seq: 9, Step: 5}, got); err != nil || string(got) != "abc" {
 		t.Errorf("Recv = %q, %v; want \"abc\"", got, err)
+	}
+	if err := tr.Conn(1).Send(t.Context(), collective.Tag{Seq: 9, Step: 5}, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	echo := make([]byte, len(frame))
+	in.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(in, echo); err != nil || !bytes.Equal(echo, frame) {
+		t.Errorf("lane 0>1 carried %q, %v; want %q", echo, err, frame)
 	}
 }
 

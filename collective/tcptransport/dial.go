@@ -17,15 +17,16 @@ const (
 	dialBackoffMax = 500 * time.Millisecond
 )
 
-// dialLoop dials peer (a lower rank) until a link is claimed or ctx ends.
+// dialLoop dials lane l of the link to peer (a lower rank) until it is
+// claimed or ctx ends.
 // Failures to reach the peer are expected while it starts and are logged
 // at Debug; a peer reached that then fails the handshake is logged at Warn.
-func (f *formation) dialLoop(ctx context.Context, peer int) {
+func (f *formation) dialLoop(ctx context.Context, peer int, l lane) {
 	addr := f.cfg.Addrs[peer]
 	for backoff := dialBackoffMin; ; backoff = min(2*backoff, dialBackoffMax) {
-		reached, err := f.dialOnce(ctx, peer)
+		reached, err := f.dialOnce(ctx, peer, l)
 		if err == nil {
-			f.log.Debug("tcptransport: connected to peer", "peer", peer, "addr", addr)
+			f.log.Debug("tcptransport: connected to peer", "peer", peer, "addr", addr, "lane", l.name(f.cfg.Rank, peer))
 			return
 		}
 		if ctx.Err() != nil {
@@ -36,27 +37,29 @@ func (f *formation) dialLoop(ctx context.Context, peer int) {
 		if reached {
 			level = slog.LevelWarn
 		}
-		f.log.Log(ctx, level, "tcptransport: dial failed", "peer", peer, "addr", addr, "err", err, "retry_in", backoff)
+		f.log.Log(ctx, level, "tcptransport: dial failed", "peer", peer, "addr", addr,
+			"lane", l.name(f.cfg.Rank, peer), "err", err, "retry_in", backoff)
 		if !sleep(ctx, backoff) {
 			return
 		}
 	}
 }
 
-// dialOnce connects to peer, runs the client handshake and claims the
-// socket. reached reports whether a TCP connection was established.
-func (f *formation) dialOnce(ctx context.Context, peer int) (reached bool, err error) {
+// dialOnce connects to peer, runs the client handshake for lane l and
+// claims the socket. reached reports whether a TCP connection was
+// established.
+func (f *formation) dialOnce(ctx context.Context, peer int, l lane) (reached bool, err error) {
 	d := net.Dialer{Timeout: f.cfg.HandshakeTimeout}
 	c, err := d.DialContext(ctx, "tcp", f.cfg.Addrs[peer])
 	if err != nil {
 		return false, err
 	}
 	nc := c.(*net.TCPConn)
-	if err := f.clientHandshake(ctx, nc, peer); err != nil {
+	if err := f.clientHandshake(ctx, nc, peer, l); err != nil {
 		nc.Close()
 		return true, err
 	}
-	if err := f.claim(peer, nc, nil); err != nil {
+	if err := f.claim(peer, l, nc, nil); err != nil {
 		nc.Close()
 		return true, err
 	}
@@ -64,23 +67,27 @@ func (f *formation) dialOnce(ctx context.Context, peer int) (reached bool, err e
 }
 
 // clientHandshake authenticates the server, checks that it is peer of a
-// job of our size and waits for its acknowledgement, all before the
-// handshake deadline. If ctx ends meanwhile, nc is closed.
-func (f *formation) clientHandshake(ctx context.Context, nc *net.TCPConn, peer int) error {
+// job of our size, names lane l and waits for the acknowledgement, all
+// before the handshake deadline. If ctx ends meanwhile, nc is closed.
+func (f *formation) clientHandshake(ctx context.Context, nc *net.TCPConn, peer int, l lane) error {
 	if err := tune(nc, f.cfg.sockBuf); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
 	release := closeOnDone(ctx, nc)
-	err := f.exchange(nc, peer, deadline)
+	err := f.exchange(nc, peer, l, deadline)
 	if !release() {
 		return errSealed
 	}
 	return err
 }
 
-func (f *formation) exchange(nc *net.TCPConn, peer int, deadline time.Time) error {
-	got, err := auth.Client(nc, f.cfg.Secret, f.hello, deadline)
+func (f *formation) exchange(nc *net.TCPConn, peer int, l lane, deadline time.Time) error {
+	from, to := f.cfg.Rank, peer
+	if l == laneIn {
+		from, to = peer, f.cfg.Rank
+	}
+	got, err := auth.Client(nc, f.cfg.Secret, laneHello(f.cfg.Rank, f.cfg.Size, from, to), deadline)
 	if err != nil {
 		return fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}

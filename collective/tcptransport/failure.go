@@ -19,11 +19,12 @@ const (
 type failure struct{ err error }
 
 // fail records err as the link's cause unless one is recorded already, and
-// returns the recorded cause. The first caller to record a cause closes the
-// socket, which ends the other direction's pending call and tells the peer.
+// returns the recorded cause. The first caller to record a cause closes both
+// sockets, which ends the other direction's pending call and tells the peer.
 func (c *conn) fail(err error) error {
 	if c.failed.CompareAndSwap(nil, &failure{err}) {
-		_ = c.nc.Close() // the cause is recorded; a close error adds nothing
+		_ = c.out.Close() // the cause is recorded; a close error adds nothing
+		_ = c.in.Close()
 	}
 	return c.failed.Load().err
 }

@@ -44,3 +44,32 @@ func TestCheckHello(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckLaneHello(t *testing.T) {
+	cases := []struct {
+		hello          []byte
+		wantRank       int
+		wantLane       lane
+		wantErrMention string
+	}{
+		// Received by rank 1 of 4 from ranks in [2, 4).
+		{laneHello(3, 4, 3, 1), 3, laneIn, ""},
+		{laneHello(3, 4, 1, 3), 3, laneOut, ""},
+		{laneHello(3, 4, 3, 2), 0, 0, "opens lane 3>2"},
+		{laneHello(3, 4, 3, 3), 0, 0, "opens lane 3>3"},
+		{laneHello(3, 5, 3, 1), 0, 0, "job of 5 ranks"},
+		{laneHello(1, 4, 1, 1), 0, 0, "claims rank 1"},
+		{hello(3, 4), 0, 0, "malformed"},
+		{[]byte("gorovod-data rank=3 size=4 lane=3>01"), 0, 0, "malformed"},
+		{[]byte("gorovod-data rank=3 size=4 lane=3>1 "), 0, 0, "malformed"},
+	}
+	for _, c := range cases {
+		r, l, err := checkLaneHello(c.hello, 1, 4, 2, 4)
+		switch {
+		case c.wantErrMention == "" && (err != nil || r != c.wantRank || l != c.wantLane):
+			t.Errorf("checkLaneHello(%q) = %d, %d, %v; want %d, %d", c.hello, r, l, err, c.wantRank, c.wantLane)
+		case c.wantErrMention != "" && (err == nil || !strings.Contains(err.Error(), c.wantErrMention)):
+			t.Errorf("checkLaneHello(%q) err = %v; want one mentioning %q", c.hello, err, c.wantErrMention)
+		}
+	}
+}

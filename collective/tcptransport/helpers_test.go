@@ -110,9 +110,22 @@ func (p *pending) wait(t *testing.T) (collective.Transport, error) {
 	}
 }
 
-// fakePeer dials addr and plays rank of a job of size: handshake and
-// acknowledgement. It returns the raw socket, closed when t ends.
-func fakePeer(t *testing.T, addr string, secret []byte, rank, size int) (net.Conn, error) {
+// fakePeer dials addr (a real rank 0) twice and plays rank of a job of
+// size on both lanes: handshake and acknowledgement. out is the lane rank>0
+// (frames written there reach rank 0's Recv), in the lane 0>rank. Both raw
+// sockets are closed when t ends. It stops at the first lane that fails.
+func fakePeer(t *testing.T, addr string, secret []byte, rank, size int) (out, in net.Conn, err error) {
+	t.Helper()
+	if out, err = fakeLane(t, addr, secret, laneHello(rank, size, rank, 0)); err != nil {
+		return out, nil, err
+	}
+	in, err = fakeLane(t, addr, secret, laneHello(rank, size, 0, rank))
+	return out, in, err
+}
+
+// fakeLane dials addr and runs the client handshake with hello, then waits
+// for the acknowledgement. It returns the raw socket, closed when t ends.
+func fakeLane(t *testing.T, addr string, secret, hello []byte) (net.Conn, error) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -120,7 +133,7 @@ func fakePeer(t *testing.T, addr string, secret []byte, rank, size int) (net.Con
 	}
 	t.Cleanup(func() { c.Close() })
 	deadline := time.Now().Add(5 * time.Second)
-	if _, err := auth.Client(c.(*net.TCPConn), secret, hello(rank, size), deadline); err != nil {
+	if _, err := auth.Client(c.(*net.TCPConn), secret, hello, deadline); err != nil {
 		return c, err
 	}
 	var ack [1]byte

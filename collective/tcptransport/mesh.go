@@ -15,9 +15,10 @@ import (
 // Connect forms this rank's links of the full mesh described by cfg and
 // returns the Transport over them.
 //
-// Rank i dials every lower rank (retrying with back-off while ctx lasts,
-// since a peer may not be accepting yet) and accepts every higher rank on
-// ln, each accepted connection handshaking on its own goroutine. A
+// Each link is two sockets, one per direction (lane). Rank i dials both
+// lanes to every lower rank (retrying with back-off while ctx lasts, since
+// a peer may not be accepting yet) and accepts both lanes of every higher
+// rank on ln, each accepted connection handshaking on its own goroutine. A
 // connection that fails the handshake is closed, logged at Warn and
 // forgotten; the mesh forms with the real peers. Connect owns ln and closes
 // it before returning, whatever the outcome: after the mesh forms nothing
@@ -51,21 +52,27 @@ type formation struct {
 	hello []byte
 
 	mu      sync.Mutex
-	socks   []*net.TCPConn // by peer rank; nil until claimed
-	lastErr []error        // by lower peer rank: why the last dial failed
-	need    int            // peers not yet claimed
-	sealed  bool           // Connect has decided; no more claims
-	full    chan struct{}  // closed when need reaches 0
+	socks   []lanes       // by peer rank; nil until claimed
+	lastErr []error       // by lower peer rank: why the last dial failed
+	need    int           // sockets not yet claimed
+	sealed  bool          // Connect has decided; no more claims
+	full    chan struct{} // closed when need reaches 0
 }
+
+// lanes holds the two sockets of one link, indexed by lane.
+type lanes [2]*net.TCPConn
+
+// complete reports whether both lanes are there.
+func (l lanes) complete() bool { return l[laneOut] != nil && l[laneIn] != nil }
 
 func newFormation(cfg Config) *formation {
 	f := &formation{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		hello:   hello(cfg.Rank, cfg.Size),
-		socks:   make([]*net.TCPConn, cfg.Size),
+		socks:   make([]lanes, cfg.Size),
 		lastErr: make([]error, cfg.Size),
-		need:    cfg.Size - 1,
+		need:    2 * (cfg.Size - 1),
 		full:    make(chan struct{}),
 	}
 	if f.need == 0 {
@@ -77,14 +84,17 @@ func newFormation(cfg Config) *formation {
 // run dials and accepts until every peer is claimed or ctx ends, then stops
 // every goroutine it started and returns the sockets, or an error naming
 // the ranks that are missing.
-func (f *formation) run(ctx context.Context, ln *Listener) ([]*net.TCPConn, error) {
+func (f *formation) run(ctx context.Context, ln *Listener) ([]lanes, error) {
 	inner, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if ln != nil {
 		wg.Go(func() { f.acceptLoop(inner, ln.ln, &wg) })
 	}
 	for peer := range f.cfg.Rank {
-		wg.Go(func() { f.dialLoop(inner, peer) })
+		wg.Go(func() { f.dialLoop(inner, peer, laneOut) })
+		if !expShared {
+			wg.Go(func() { f.dialLoop(inner, peer, laneIn) })
+		}
 	}
 	select {
 	case <-f.full:
@@ -104,25 +114,29 @@ func (f *formation) run(ctx context.Context, ln *Listener) ([]*net.TCPConn, erro
 	return f.socks, nil
 }
 
-// claim registers nc as the link to rank. ack, if not nil, runs under the
-// lock just before the claim takes effect (the server's acknowledgement),
-// so a peer is acknowledged only if it is kept.
-func (f *formation) claim(rank int, nc *net.TCPConn, ack func() error) error {
+// claim registers nc as lane l of the link to rank. ack, if not nil, runs
+// under the lock just before the claim takes effect (the server's
+// acknowledgement), so a peer is acknowledged only if it is kept.
+func (f *formation) claim(rank int, l lane, nc *net.TCPConn, ack func() error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case f.sealed:
 		return errSealed
-	case f.socks[rank] != nil:
-		return fmt.Errorf("duplicate connection for rank %d", rank)
+	case f.socks[rank][l] != nil:
+		return fmt.Errorf("duplicate connection for rank %d lane %s", rank, l.name(f.cfg.Rank, rank))
 	}
 	if ack != nil {
 		if err := ack(); err != nil {
 			return err
 		}
 	}
-	f.socks[rank] = nc
+	f.socks[rank][l] = nc
 	f.need--
+	if expShared {
+		f.socks[rank][1-l] = nc
+		f.need--
+	}
 	if f.need == 0 {
 		close(f.full)
 	}
@@ -139,9 +153,11 @@ func (f *formation) seal() {
 }
 
 func (f *formation) closeAll() {
-	for _, nc := range f.socks {
-		if nc != nil {
-			nc.Close()
+	for _, link := range f.socks {
+		for _, nc := range link {
+			if nc != nil {
+				nc.Close()
+			}
 		}
 	}
 }
@@ -158,8 +174,8 @@ func (f *formation) noteDialError(peer int, err error) {
 func (f *formation) incomplete(ctx context.Context) error {
 	var missing []int
 	var why []string
-	for r, nc := range f.socks {
-		if r == f.cfg.Rank || nc != nil {
+	for r, link := range f.socks {
+		if r == f.cfg.Rank || link.complete() {
 			continue
 		}
 		missing = append(missing, r)

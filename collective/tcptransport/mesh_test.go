@@ -20,8 +20,11 @@ type rogue struct {
 }
 
 func rogues(secret []byte) []rogue {
+	handshakeWith := func(secret, hello []byte) func(net.Conn, time.Time) {
+		return func(c net.Conn, d time.Time) { auth.Client(c.(*net.TCPConn), secret, hello, d) }
+	}
 	handshake := func(secret []byte, rank, size int) func(net.Conn, time.Time) {
-		return func(c net.Conn, d time.Time) { auth.Client(c.(*net.TCPConn), secret, hello(rank, size), d) }
+		return handshakeWith(secret, laneHello(rank, size, rank, 0))
 	}
 	return []rogue{
 		{"wrong secret", "wrong secret", handshake(secretOf(0xee), 1, 2)},
@@ -31,6 +34,8 @@ func rogues(secret []byte) []rogue {
 		{"silent", "i/o timeout", func(net.Conn, time.Time) {}},
 		{"rank out of range", "claims rank 7", handshake(secret, 7, 2)},
 		{"size mismatch", "job of 3 ranks", handshake(secret, 1, 3)},
+		{"no lane", "malformed hello", handshakeWith(secret, hello(1, 2))},
+		{"foreign lane", "opens lane 1>2", handshakeWith(secret, laneHello(1, 2, 1, 2))},
 	}
 }
 
@@ -104,7 +109,7 @@ func TestSilentIntruderDoesNotBlock(t *testing.T) {
 }
 
 // TestDuplicateRank plays ranks 1 and 2 of a 3-rank job against a real
-// rank 0: a second connection claiming rank 1 is refused.
+// rank 0: a second connection claiming rank 1's lane 1>0 is refused.
 func TestDuplicateRank(t *testing.T) {
 	var logs logBuffer
 	secret := secretOf(1)
@@ -112,20 +117,20 @@ func TestDuplicateRank(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	r0 := start(t, ctx, lns[0], Config{Size: 3, Addrs: addrs, Secret: secret, Logger: logs.logger()})
-	if _, err := fakePeer(t, addrs[0], secret, 1, 3); err != nil {
+	if _, _, err := fakePeer(t, addrs[0], secret, 1, 3); err != nil {
 		t.Fatalf("first rank 1: %v", err)
 	}
-	dup, err := fakePeer(t, addrs[0], secret, 1, 3)
+	dup, _, err := fakePeer(t, addrs[0], secret, 1, 3)
 	if err == nil {
 		t.Fatal("second rank 1 was acknowledged")
 	}
-	if _, err := fakePeer(t, addrs[0], secret, 2, 3); err != nil {
+	if _, _, err := fakePeer(t, addrs[0], secret, 2, 3); err != nil {
 		t.Fatalf("rank 2: %v", err)
 	}
 	if _, err := r0.wait(t); err != nil {
 		t.Fatalf("rank 0: %v", err)
 	}
-	if len(logs.lines("level=WARN", "remote="+dup.LocalAddr().String(), "duplicate connection for rank 1")) != 1 {
+	if len(logs.lines("level=WARN", "remote="+dup.LocalAddr().String(), "duplicate connection for rank 1 lane 1>0")) != 1 {
 		t.Errorf("no Warn line about the duplicate; log:\n%s", logs.lines())
 	}
 }

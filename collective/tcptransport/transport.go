@@ -2,7 +2,6 @@ package tcptransport
 
 import (
 	"fmt"
-	"net"
 	"sync"
 
 	"github.com/gorovod/gorovod/collective"
@@ -18,12 +17,12 @@ type transport struct {
 }
 
 // newTransport wraps the authenticated sockets of a formed mesh; socks is
-// indexed by peer rank and socks[cfg.Rank] is nil.
-func newTransport(cfg Config, socks []*net.TCPConn) *transport {
+// indexed by peer rank and socks[cfg.Rank] is empty.
+func newTransport(cfg Config, socks []lanes) *transport {
 	t := &transport{rank: cfg.Rank, size: cfg.Size, addrs: cfg.Addrs, conns: make([]*conn, cfg.Size)}
-	for peer, nc := range socks {
-		if nc != nil {
-			t.conns[peer] = newConn(nc, cfg.Rank, peer, cfg.Addrs[peer], cfg.readBuf)
+	for peer, l := range socks {
+		if l.complete() {
+			t.conns[peer] = newConn(l, cfg.Rank, peer, cfg.Addrs[peer], cfg.readBuf, cfg.spin)
 		}
 	}
 	return t

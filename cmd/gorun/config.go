@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gorovod/gorovod/runner"
+)
+
+// usageError is a mistake on the command line (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// config turns the parsed command line into a runner.Config.
+func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
+	cfg := runner.DefaultConfig()
+	cfg.Command = c.Args().Slice()
+	if len(cfg.Command) == 0 {
+		return cfg, usagef("no program to run (usage: gorun [flags] program [args...]; see gorun --help)")
+	}
+	hosts, err := hostsOf(c)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Hosts = hosts
+	switch {
+	case c.IsSet("np"):
+		cfg.NP = c.Int("np")
+	case len(hosts) > 0:
+		cfg.NP = runner.TotalSlots(hosts)
+	default:
+		return cfg, usagef("-np is required when neither -H nor -hostfile is given")
+	}
+	cfg.StartTimeout = durationOf(c, "start-timeout")
+	cfg.ForwardEnv = splitNames(c.StringSlice("x"))
+	cfg.BindAddr, cfg.NetworkInterface = c.String("bind-addr"), c.String("network-interface")
+	cfg.SSHPort, cfg.SSHIdentityFile = c.Int("ssh-port"), c.String("ssh-identity-file")
+	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")
+	cfg.Stdout, cfg.Stderr = stdout, stderr
+	if err := tuning(c, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// hostsOf reads -H or -hostfile (at most one of them); nil when neither.
+func hostsOf(c *cli.Context) ([]runner.Host, error) {
+	list, file := c.StringSlice("hosts"), c.String("hostfile")
+	switch {
+	case len(list) > 0 && file != "":
+		return nil, usagef("-H and -hostfile are mutually exclusive")
+	case len(list) > 0:
+		return runner.ParseHosts(strings.Join(list, ","))
+	case file != "":
+		return runner.ReadHostfile(file)
+	}
+	return nil, nil
+}
+
+// splitNames splits "-x A,B" into A and B; an entry holding '=' (a value)
+// is kept whole.
+func splitNames(entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		if strings.Contains(e, "=") {
+			out = append(out, e)
+		} else {
+			out = append(out, strings.Split(e, ",")...)
+		}
+	}
+	return out
+}
+
+// tuning copies the engine knobs into cfg.
+func tuning(c *cli.Context, cfg *runner.Config) error {
+	mb, ms := c.Int("fusion-threshold-mb"), c.Float64("cycle-time-ms")
+	var errs []error
+	if mb < 0 || mb > 1<<20 {
+		errs = append(errs, usagef("--fusion-threshold-mb %d: want 0..%d", mb, 1<<20))
+	}
+	if !(ms > 0 && ms < 1e9) {
+		errs = append(errs, usagef("--cycle-time-ms %g: want a positive number of milliseconds", ms))
+	}
+	cfg.FusionThreshold = int64(mb) << 20
+	cfg.CycleTime = time.Duration(ms * float64(time.Millisecond))
+	cfg.CacheCapacity = c.Int("cache-capacity")
+	cfg.StallWarning = durationOf(c, "stall-check-time")
+	cfg.StallShutdown = durationOf(c, "stall-shutdown-time")
+	cfg.TimelinePath = c.String("timeline-filename")
+	cfg.LogLevel = c.String("log-level")
+	cfg.OpTimeout = durationOf(c, "op-timeout")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,55 @@
+// Command gorun launches a gorovod job: one process (rank) per slot of a
+// host list, wired together through a rendezvous service, with their output
+// streamed back and the whole job stopped the moment any rank fails.
+//
+// Usage:
+//
+//	gorun [flags] program [args...]
+//	gorun -np 4 -H host1:2,host2:2 ./train --epochs 3
+//	gorun -np 8 -hostfile hosts.txt --bind-addr 10.0.0.1 ./train
+//
+// Flags go before the program; everything from the program on is passed to
+// it untouched (put -- before a program whose name starts with '-'). Bool
+// flags take their value after '=' (--verbose=false).
+//
+// Job:
+//
+//	-np N                 ranks to start (default: all the slots of -H or -hostfile)
+//	--start-timeout D     how long ranks wait for each other in hvd.Init (30s)
+//	-x NAME, -x NAME=v    pass a variable to every rank (repeatable; NAME1,NAME2)
+//
+// Hosts (without -H or -hostfile: localhost with -np slots):
+//
+//	-H, --hosts LIST      host1:2,host2:2 (repeatable)
+//	-hostfile FILE        one "host slots=N" per line, '#' comments
+//	--bind-addr ADDR      this host's address that ranks reach the rendezvous on;
+//	                      needed with remote hosts unless --network-interface
+//	--network-interface IF  interface for the rendezvous and the ranks' data plane
+//	-p, --ssh-port N      ssh port of remote hosts
+//	-i, --ssh-identity-file F  ssh private key
+//
+// Output:
+//
+//	--output-filename DIR  also write DIR/rank.R/stdout and DIR/rank.R/stderr
+//	--verbose              log the placement and the commands (never the secret)
+//
+// Tuning, passed to every rank: --fusion-threshold-mb (64), --cycle-time-ms
+// (1), --cache-capacity (1024), --stall-check-time (60s),
+// --stall-shutdown-time (0 = never), --timeline-filename, --log-level (info),
+// --op-timeout (0 = none). Durations take Go syntax (90s, 1m30s) or seconds.
+//
+// Every line a rank prints appears as "[R]<stdout>: text" or
+// "[R]<stderr>: text". When a rank fails, gorun stops the others (SIGTERM,
+// then SIGKILL 3 s later) and prints one line such as
+//
+//	gorun: rank 2 on host2 exited with status 3; stopped the other 3 ranks
+//
+// SIGINT or SIGTERM stops every rank the same way; a second one kills gorun
+// at once, and its local ranks with it.
+//
+// Exit status: 0 when every rank succeeded; the status of the first rank
+// that failed (1 if it has none, e.g. killed by a signal); 2 for a mistake
+// on the command line (flags, host list, hostfile, -np larger than the
+// slots); 130 when interrupted; 1 for anything else (a rank that could not
+// start, an unreachable host).
+package main

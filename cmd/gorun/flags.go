@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gorovod/gorovod/runner"
+)
+
+// Flag categories; the help lists them in alphabetical order.
+const (
+	catJob    = "job"
+	catHosts  = "hosts"
+	catOutput = "output"
+	catTuning = "tuning (passed to every rank)"
+)
+
+// flags returns gorun's flags. Values are new on every call, so that each
+// run of the app starts from the defaults.
+func flags() []cli.Flag {
+	def := runner.DefaultConfig()
+	return []cli.Flag{
+		&cli.IntFlag{Name: "np", Category: catJob, Usage: "number of ranks to start",
+			DefaultText: "all the slots of -H or -hostfile"},
+		&cli.GenericFlag{Name: "start-timeout", Category: catJob, Value: &duration{def.StartTimeout},
+			Usage: "how long ranks wait for each other in hvd.Init, and for host checks (Go duration, or seconds)"},
+		&cli.StringSliceFlag{Name: "x", Category: catJob,
+			Usage: "pass environment variable NAME (or set NAME=value) to every rank; repeatable, NAME1,NAME2 allowed"},
+
+		&cli.StringSliceFlag{Name: "hosts", Aliases: []string{"H"}, Category: catHosts,
+			Usage: "hosts and their slots: host1:2,host2:2", DefaultText: "localhost with -np slots"},
+		&cli.StringFlag{Name: "hostfile", Category: catHosts, TakesFile: true,
+			Usage: `file with one "host slots=N" per line (instead of -H)`},
+		&cli.StringFlag{Name: "bind-addr", Category: catHosts,
+			Usage: "address of this host that ranks reach the rendezvous on (needed with remote hosts unless --network-interface)"},
+		&cli.StringFlag{Name: "network-interface", Category: catHosts,
+			Usage: "network interface (eth0) for the rendezvous and the ranks' data plane"},
+		&cli.IntFlag{Name: "ssh-port", Aliases: []string{"p"}, Category: catHosts, Usage: "ssh port of remote hosts",
+			DefaultText: "ssh's"},
+		&cli.StringFlag{Name: "ssh-identity-file", Aliases: []string{"i"}, Category: catHosts, TakesFile: true,
+			Usage: "ssh private key for remote hosts", DefaultText: "ssh's"},
+
+		&cli.StringFlag{Name: "output-filename", Category: catOutput, TakesFile: true,
+			Usage: "also write each rank's output to DIR/rank.R/stdout and DIR/rank.R/stderr"},
+		&cli.BoolFlag{Name: "verbose", Category: catOutput, Usage: "log the rank placement and the commands run (write --verbose=false to unset)"},
+
+		&cli.IntFlag{Name: "fusion-threshold-mb", Category: catTuning, Value: int(def.FusionThreshold >> 20),
+			Usage: "MiB of tensors fused into one all-reduce; 0 disables fusion"},
+		&cli.Float64Flag{Name: "cycle-time-ms", Category: catTuning, Value: float64(def.CycleTime) / float64(time.Millisecond),
+			Usage: "milliseconds between negotiation cycles"},
+		&cli.IntFlag{Name: "cache-capacity", Category: catTuning, Value: def.CacheCapacity,
+			Usage: "response cache entries; 0 disables the cache"},
+		&cli.GenericFlag{Name: "stall-check-time", Category: catTuning, Value: &duration{def.StallWarning},
+			Usage: "warn about tensors some ranks have not submitted for this long; 0 disables"},
+		&cli.GenericFlag{Name: "stall-shutdown-time", Category: catTuning, Value: &duration{def.StallShutdown},
+			Usage: "abort the job after a stall this long; 0 never"},
+		&cli.StringFlag{Name: "timeline-filename", Category: catTuning, TakesFile: true, Usage: "write a timeline of the collective operations to this file"},
+		&cli.StringFlag{Name: "log-level", Category: catTuning, Value: def.LogLevel, Usage: "ranks' log level: debug, info, warn or error"},
+		&cli.GenericFlag{Name: "op-timeout", Category: catTuning, Value: &duration{def.OpTimeout},
+			Usage: "fail a collective operation that takes longer; 0 never"},
+	}
+}
+
+// maxSeconds is the longest duration in seconds.
+const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
+
+// duration is a flag value that takes a Go duration ("90s", "1m30s") or a
+// number of seconds ("90", "0.5").
+type duration struct{ d time.Duration }
+
+// Set parses s.
+func (v *duration) Set(s string) error {
+	if d, err := time.ParseDuration(s); err == nil {
+		v.d = d
+		return nil
+	}
+	secs, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(secs) || math.Abs(secs) > maxSeconds {
+		return fmt.Errorf("want a duration such as 30s or 1m30s, or seconds")
+	}
+	v.d = time.Duration(secs * float64(time.Second))
+	return nil
+}
+
+// String formats the value as a Go duration.
+func (v *duration) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+// durationOf returns the value of the duration flag name.
+func durationOf(c *cli.Context, name string) time.Duration {
+	if v, ok := c.Generic(name).(*duration); ok {
+		return v.d
+	}
+	return 0
+}

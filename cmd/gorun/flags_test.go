@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/runner"
+)
+
+// parse runs the app on args with a launch function that records the
+// Config instead of starting anything.
+func parse(t *testing.T, args ...string) (runner.Config, error) {
+	t.Helper()
+	var cfg runner.Config
+	var out bytes.Buffer
+	app := newApp(&out, &out, func(c runner.Config) error { cfg = c; return nil })
+	err := app.Run(append([]string{"gorun"}, args...))
+	return cfg, err
+}
+
+func TestFlagsToConfig(t *testing.T) {
+	cfg, err := parse(t, "-np", "3", "-H", "a:2", "-H", "b:1,c:1", "-p", "2222", "-i", "/k", "--start-timeout", "90",
+		"--bind-addr", "10.0.0.1", "--network-interface", "eth1", "--output-filename", "/o", "--verbose",
+		"-x", "A,B", "-x", "C=1,2", "--fusion-threshold-mb", "8", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
+		"--stall-check-time", "30s", "--stall-shutdown-time", "2m", "--timeline-filename", "/t.json",
+		"--log-level", "debug", "--op-timeout", "1.5", "--", "./train", "-np", "9", "--epochs", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, _ := runner.ParseHosts("a:2,b:1,c:1")
+	want := runner.DefaultConfig()
+	want.NP, want.Hosts, want.Command = 3, hosts, []string{"./train", "-np", "9", "--epochs", "3"}
+	want.SSHPort, want.SSHIdentityFile, want.StartTimeout = 2222, "/k", 90*time.Second
+	want.BindAddr, want.NetworkInterface, want.OutputDir, want.Verbose = "10.0.0.1", "eth1", "/o", true
+	want.ForwardEnv = []string{"A", "B", "C=1,2"}
+	want.FusionThreshold, want.CycleTime, want.CacheCapacity = 8<<20, 2500*time.Microsecond, 0
+	want.StallWarning, want.StallShutdown, want.TimelinePath = 30*time.Second, 2*time.Minute, "/t.json"
+	want.LogLevel, want.OpTimeout = "debug", 1500*time.Millisecond
+	if !slices.Equal(cfg.Hosts, want.Hosts) || !slices.Equal(cfg.Command, want.Command) ||
+		!slices.Equal(cfg.ForwardEnv, want.ForwardEnv) {
+		t.Errorf("hosts %v, command %q, -x %q", cfg.Hosts, cfg.Command, cfg.ForwardEnv)
+	}
+	cfg.Hosts, cfg.Command, cfg.ForwardEnv = nil, nil, nil
+	want.Hosts, want.Command, want.ForwardEnv = nil, nil, nil
+	if !equalConfig(cfg, want) {
+		t.Errorf("config\n%s\nwant\n%s", fmtConfig(cfg), fmtConfig(want))
+	}
+}
+
+// equalConfig compares configs without their slices, writers and functions.
+func equalConfig(a, b runner.Config) bool { return fmtConfig(a) == fmtConfig(b) }
+
+// fmtConfig formats the scalar fields of c.
+func fmtConfig(c runner.Config) string {
+	return fmt.Sprint(c.NP, c.Dir, c.StartTimeout, c.BindAddr, c.NetworkInterface, c.OutputDir, c.Verbose,
+		c.SSHPort, c.SSHIdentityFile, c.SSHConnectTimeout, c.FusionThreshold, c.CycleTime, c.CacheCapacity,
+		c.StallWarning, c.StallShutdown, c.TimelinePath, c.LogLevel, c.OpTimeout, c.GracePeriod)
+}
+
+func TestFlagsDefaults(t *testing.T) {
+	cfg, err := parse(t, "-np", "2", "./train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runner.DefaultConfig()
+	want.NP = 2
+	if cfg.Hosts != nil || !equalConfig(cfg, want) {
+		t.Errorf("config\n%s\nwant\n%s", fmtConfig(cfg), fmtConfig(want))
+	}
+}
+
+func TestFlagsNPDefaultsToSlots(t *testing.T) {
+	cfg, err := parse(t, "-H", "a:2,b:3", "./train")
+	if err != nil || cfg.NP != 5 {
+		t.Errorf("NP = %d, %v; want 5", cfg.NP, err)
+	}
+}
+
+func TestFlagsProgramArgsUntouched(t *testing.T) {
+	for _, args := range [][]string{
+		{"-np", "1", "./train", "-h", "--", "-np", "4"},
+		{"-np", "1", "--", "./train", "-h", "--", "-np", "4"},
+		{"-np", "1", "help", "-h"},
+		{"-np", "1", "h"},
+	} {
+		cfg, err := parse(t, args...)
+		i := slices.Index(args, "1") + 1
+		if args[i] == "--" {
+			i++
+		}
+		if err != nil || !slices.Equal(cfg.Command, args[i:]) {
+			t.Errorf("%q: command %q, %v; want %q", args, cfg.Command, err, args[i:])
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	hostfile := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hostfile, []byte("a slots=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-np", "2"}, "no program to run"},
+		{[]string{"./train"}, "-np is required"},
+		{[]string{"-np", "2", "-H", "a:1", "-hostfile", hostfile, "./train"}, "mutually exclusive"},
+		{[]string{"-np", "2", "--bogus", "./train"}, "flag provided but not defined: -bogus"},
+		{[]string{"-np", "x", "./train"}, `invalid value "x" for flag -np`},
+		{[]string{"-np", "2", "-H", "a:0", "./train"}, `item 1 "a:0"`},
+		{[]string{"-np", "2", "-hostfile", hostfile + ".missing", "./train"}, "no such file"},
+		{[]string{"-np", "2", "--stall-check-time", "soon", "./train"}, "want a duration"},
+		{[]string{"-np", "2", "--cycle-time-ms", "0", "./train"}, "--cycle-time-ms 0"},
+		{[]string{"-np", "2", "--fusion-threshold-mb", "-1", "./train"}, "--fusion-threshold-mb -1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"gorun"}, tt.args...), &stdout, &stderr)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2", tt.args, code)
+		}
+		got := stderr.String()
+		if strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, "gorun: ") || !strings.Contains(got, tt.want) {
+			t.Errorf("%q: stderr %q, want one gorun: line containing %q", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errors.New("x"), 1},
+		{usagef("bad"), 2},
+		{runner.ErrSlots, 2},
+		{&runner.ExitError{Rank: 1, Status: 7}, 7},
+		{&runner.ExitError{Rank: 1, Status: -1, Signal: "SIGSEGV"}, 1},
+		{errors.Join(runner.ErrInterrupted, context.Canceled), 130},
+	} {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestDurationFlag(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30s": 30 * time.Second, "90": 90 * time.Second, "0.25": 250 * time.Millisecond, "0": 0} {
+		var d duration
+		if err := d.Set(in); err != nil || d.d != want {
+			t.Errorf("Set(%q) = %v, %v; want %v", in, d.d, err, want)
+		}
+	}
+	for _, in := range []string{"", "soon", "NaN", "1e30"} {
+		var d duration
+		if err := d.Set(in); err == nil {
+			t.Errorf("Set(%q) = nil, want an error", in)
+		}
+	}
+}

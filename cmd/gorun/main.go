@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gorovod/gorovod/runner"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, a second one kills gorun at once; its local
+	// ranks die with it (parent-death signal).
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is gorun with its arguments (args[0] is the program name) and output
+// streams; it returns the exit status and has printed any error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr, func(cfg runner.Config) error {
+		return runner.Launch(ctx, cfg)
+	})
+	err := app.Run(args)
+	report(stderr, err)
+	return exitCode(err)
+}
+
+// newApp builds the command line parser; launch runs the job.
+func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App {
+	return &cli.App{
+		Name:      "gorun",
+		Usage:     "run a gorovod job: one process per slot, wired together",
+		UsageText: "gorun [flags] program [args...]\ngorun -np 4 -H host1:2,host2:2 ./train --epochs 3",
+		Description: "Flags go before the program; everything from the program on is passed to it\n" +
+			"as is. Put -- before a program whose name starts with '-'.\n\n" +
+			"Exit status: 0 when every rank succeeded; the status of the first rank that\n" +
+			"failed (1 if it has none); 2 for a mistake on the command line; 130 when\n" +
+			"SIGINT or SIGTERM stopped the job.",
+		Version:                   version(),
+		Flags:                     flags(),
+		HideHelpCommand:           true,
+		DisableSliceFlagSeparator: true, // -H is split by runner.ParseHosts, -x by splitNames
+		Writer:                    stdout,
+		ErrWriter:                 stderr,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usagef("%v (see gorun --help)", err)
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // run decides the exit status
+		Action: func(c *cli.Context) error {
+			cfg, err := config(c, stdout, stderr)
+			if err != nil {
+				return err
+			}
+			return launch(cfg)
+		},
+	}
+}
+
+// version is the module version gorun was built from.
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}

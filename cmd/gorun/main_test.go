@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gorunBin is the gorun binary that TestMain builds; "" if it could not.
+var gorunBin string
+
+// buildErr says why gorunBin is missing.
+var buildErr error
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gorun-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin := filepath.Join(dir, "gorun")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+	} else {
+		gorunBin = bin
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what a gorun run left behind.
+type result struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+// gorun starts the gorun binary with args; wait with finish.
+func gorun(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	if gorunBin == "" {
+		t.Skipf("no gorun binary: %v", buildErr)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(gorunBin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Dir = t.TempDir()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &stdout, &stderr
+}
+
+// finish waits up to limit for cmd, killing it after that.
+func finish(t *testing.T, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, start time.Time, limit time.Duration) result {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("gorun %q did not finish within %v\nstdout:\n%s\nstderr:\n%s", cmd.Args[1:], limit, stdout, stderr)
+	}
+	r := result{code: 0, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// runGorun runs gorun with args to completion (at most 20 s).
+func runGorun(t *testing.T, args ...string) result {
+	t.Helper()
+	start := time.Now()
+	cmd, stdout, stderr := gorun(t, args...)
+	return finish(t, cmd, stdout, stderr, start, 20*time.Second)
+}
+
+// pidScript is a rank that records its shell's pid and a child's pid in
+// dir (each file appears whole), then runs until stopped: a rank with a
+// process of its own.
+func pidScript(dir string) string {
+	return fmt.Sprintf(`cd %s; r=$GOROVOD_RANK; echo $$ > .sh.$r; mv .sh.$r sh.$r
+		sleep 60 & echo $! > .child.$r; mv .child.$r child.$r; wait`, dir)
+}
+
+// waitChildren is a shell snippet that waits until n ranks of pidScript
+// have recorded their pids in dir.
+func waitChildren(dir string, n int) string {
+	return fmt.Sprintf(`while [ "$(ls %s | grep -c child)" -lt %d ]; do sleep 0.01; done`, dir, n)
+}
+
+// readPids waits until dir holds n pid files and returns their pids.
+func readPids(t *testing.T, dir string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var pids []int
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) == n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("found %d of %d pid files in %s", len(pids), n, dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
+
+// checkGone waits up to limit for every pid to be gone.
+func checkGone(t *testing.T, pids []int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("process %d of the job still runs %v later", pid, limit)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// oneLine checks that s is exactly one line containing every part.
+func oneLine(t *testing.T, s string, parts ...string) {
+	t.Helper()
+	if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") {
+		t.Errorf("stderr is not one line: %q", s)
+	}
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			t.Errorf("stderr %q lacks %q", s, p)
+		}
+	}
+}

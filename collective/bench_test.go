@@ -1,0 +1,45 @@
+package collective_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// BenchmarkAllreduceTCP: float32 sum over loopback TCP with n in-process
+// ranks. Throughput is reported as bus bandwidth's numerator (bytes per
+// rank); multiply by 2(n-1)/n for busbw.
+func BenchmarkAllreduceTCP(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		for _, size := range []int{4 << 10, 1 << 20, 64 << 20} {
+			b.Run(fmt.Sprintf("n%d/%dKiB", n, size>>10), func(b *testing.B) {
+				ts := tcpMesh(&testing.T{}, n)
+				cs := make([]*collective.Comm, n)
+				bufs := make([][]float32, n)
+				for r := range n {
+					cs[r] = collective.NewComm(ts[r], collective.Options{})
+					defer cs[r].Close()
+					bufs[r] = make([]float32, size/4)
+				}
+				b.SetBytes(int64(size))
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for r := range n {
+					wg.Go(func() {
+						for range b.N {
+							if err := collective.Allreduce(context.Background(), cs[r], bufs[r], kernels.Sum, collective.ReduceOptions{}); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+			})
+		}
+	}
+}

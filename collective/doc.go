@@ -1,0 +1,49 @@
+// Package collective moves and reduces tensors among the ranks of a job:
+// all-reduce, reduce-scatter, all-gather (with per-rank counts), broadcast,
+// all-to-all (with per-peer counts) and barrier.
+//
+// # Layers
+//
+// A Transport is a full mesh of ordered, reliable, tagged links
+// (memtransport in memory for tests, tcptransport over TCP for jobs); the
+// transporttest package holds the conformance suite both pass.
+//
+// A schedule is a pure function from (rank, size, layout) to the list of
+// steps one rank performs: which segment it sends to whom, which it
+// receives from whom, and whether it copies or reduces what it receives.
+// RingAllreduce, RingReduceScatter, RingAllgather, ChainBroadcast,
+// ShiftAlltoall and DisseminationBarrier are the schedules; the tests run
+// all ranks' schedules through a goroutine-free simulation that checks
+// sends match receives, every element of an all-reduce is reduced exactly
+// size-1 times, and segments cover the buffer exactly. partition is the
+// one function that does chunk arithmetic.
+//
+// The executor runs any schedule over any transport. Small operations run
+// step by step in the caller's goroutine (lowest latency). Large ones are
+// cut into segments (Options.SegmentBytes) and run by three goroutines: the
+// caller sends, a receiver fills scratch slots, a reducer folds them in.
+// Each step waits only for the earlier steps its data depends on, so
+// several segments are in flight and sending, receiving and reducing
+// overlap.
+//
+// Comm ties these together on typed buffers, in place:
+//
+//	ring all-reduce, 3 ranks, chunks A B C (one per rank):
+//	reduce-scatter: 2 rounds, each rank sends one chunk right and
+//	                reduces the chunk arriving from the left;
+//	all-gather:     2 rounds circulating the reduced chunks.
+//	Each rank sends and receives 2(n-1)/n of the buffer in all.
+//
+// # Tags and failures
+//
+// Every message carries a Tag: the operation's sequence number on the Comm
+// and the message's index on its link. A receiver checks both and the
+// length; anything else is a protocol error, never a silent skip.
+//
+// Failure is global and sticky. When an operation fails on one rank (a
+// broken link, a cancelled context, an invalid argument, Abort) the Comm
+// closes its transport, so the peers' pending operations fail at once too,
+// each with an *OpError naming the operation, its sequence number, the
+// step, the rank and the peer (and its address). Every later call returns
+// an error wrapping the first cause.
+package collective

@@ -1,0 +1,5 @@
+package tcptransport
+
+import "os"
+
+var expShared = os.Getenv("GOROVOD_TCP_SHARED") == "1" // EXPERIMENT

@@ -1,0 +1,126 @@
+// Command allreduce_bench measures gorovod's ring all-reduce in the manner of
+// nccl-tests: for each size it prints the median time over samples and the
+// algorithm and bus bandwidths. See README.md for how to run it next to the
+// peer libraries.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
+	"github.com/gorovod/gorovod/runner"
+)
+
+const defaultSizes = "4K,16K,64K,256K,1M,4M,16M,64M,256M"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "allreduce_bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("allreduce_bench", flag.ContinueOnError)
+	np := fs.Int("np", 1, "without gorun: ranks to start as local processes over loopback TCP")
+	sizes := fs.String("sizes", defaultSizes, "bytes per rank, comma separated, K/M/G suffixes allowed")
+	dtype := fs.String("dtype", "float32", "element type: float32 float64 float16 bfloat16 int32 int64 uint8")
+	op := fs.String("op", "sum", "reduction: sum min max prod avg")
+	warmup := fs.Int("warmup", 0, "max warm-up calls per size (0: 200 for small sizes down to 1 for 256M)")
+	iters := fs.Int("iters", 0, "max timed samples per size (0: 200 for small sizes down to 5 for 256M)")
+	budget := fs.Float64("budget", 1.5, "seconds of timed samples per size (at least 3 samples)")
+	warmBudget := fs.Float64("warm-budget", 0.5, "seconds of warm-up per size (at least 1 call)")
+	csv := fs.Bool("csv", false, "print RESULT,... lines and '# done' (shared/peers format)")
+	label := fs.String("label", "gorovod", "label of the RESULT lines")
+	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := config{warmup: *warmup, iters: *iters, budget: *budget, warmBudget: *warmBudget, csv: *csv, label: *label}
+	var err error
+	if cfg.sizes, err = parseSizes(*sizes); err != nil {
+		return err
+	}
+	if cfg.dtype, err = kernels.ParseDType(*dtype); err != nil {
+		return err
+	}
+	if cfg.op, err = kernels.ParseOp(*op); err != nil {
+		return err
+	}
+	opts := collective.Options{SegmentBytes: *segment}
+	if os.Getenv(runner.EnvRank) != "" { // started by gorun
+		return runUnderGorun(cfg, opts)
+	}
+	if child, ok := childEnv(); ok {
+		return runChild(child, cfg, opts)
+	}
+	if *np < 1 {
+		return fmt.Errorf("-np %d: need at least 1 rank", *np)
+	}
+	return launch(*np, os.Args)
+}
+
+// parseSizes reads "4096,64K,1M" into byte counts.
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		mult := 1
+		switch strings.ToUpper(f[len(f)-1:]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			f = f[:len(f)-1]
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-sizes: bad size %q", f)
+		}
+		out = append(out, n*mult)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-sizes: no size given")
+	}
+	return out, nil
+}
+
+// runUnderGorun joins the job gorun started, as any training program does.
+func runUnderGorun(cfg config, opts collective.Options) error {
+	ctx := context.Background()
+	env, _, err := runner.FromEnviron(os.Getenv)
+	if err != nil {
+		return err
+	}
+	rt, err := hvd.NewRuntime(ctx, hvd.Config{Env: env, Comm: opts})
+	if err != nil {
+		return err
+	}
+	defer rt.Shutdown()
+	return sweep(ctx, rt.Comm(), cfg, os.Stdout)
+}
+
+func runChild(ch child, cfg config, opts collective.Options) error {
+	ctx := context.Background()
+	t, err := ch.connect(ctx)
+	if err != nil {
+		return err
+	}
+	c := collective.NewComm(t, opts)
+	defer c.Close()
+	return sweep(ctx, c, cfg, os.Stdout)
+}

@@ -1,0 +1,33 @@
+//go:build !cuda
+
+package hvd
+
+import "fmt"
+
+// Device is the processor a rank computes on.
+type Device struct {
+	// GPU is the CUDA device ordinal this rank pins, or -1 for the CPU.
+	GPU int
+}
+
+// IsGPU reports whether the device is a GPU.
+func (d Device) IsGPU() bool { return d.GPU >= 0 }
+
+func (d Device) String() string {
+	if d.IsGPU() {
+		return fmt.Sprintf("cuda:%d", d.GPU)
+	}
+	return "cpu"
+}
+
+// Device returns the device this rank should pin: in a build without CUDA
+// it is always the CPU. (With -tags cuda it is GPU LocalRank % visible GPUs.)
+func (r *Runtime) Device() Device { return Device{GPU: -1} }
+
+// CurrentDevice is the default runtime's Device, or the CPU before Init.
+func CurrentDevice() Device {
+	if rt := Default(); rt != nil {
+		return rt.Device()
+	}
+	return Device{GPU: -1}
+}

@@ -1,0 +1,33 @@
+// Package hvd is gorovod's user API: data-parallel training for Go in the
+// manner of Horovod.
+//
+// A training program calls Init once. Under gorun, Init reads the GOROVOD_*
+// environment the launcher wrote (rank, sizes, the rendezvous address and
+// the job secret), registers this rank's data-plane address with the
+// launcher, waits for the peer table and forms an authenticated TCP mesh.
+// Without that environment the process is a job of one rank, so the same
+// program runs alone or under gorun:
+//
+//	if err := hvd.Init(ctx); err != nil { ... }
+//	defer hvd.Shutdown()
+//	dev := hvd.CurrentDevice()            // the GPU of hvd.LocalRank(), or the CPU
+//	grad := hvd.NewTensor("fc1/grad", g)  // named: names match tensors across ranks
+//	err := hvd.Allreduce(ctx, grad, kernels.Average, hvd.ReduceOptions{})
+//
+// Every collective comes in two forms: XAsync returns a *Handle at once and
+// Handle.Wait(ctx) waits for the outcome; X is XAsync followed by Wait.
+// In-place operations (Allreduce, Broadcast) overwrite the tensor; the
+// others (Allgather, Reducescatter, Alltoall) return a new tensor as the
+// handle's Output. A tensor must not be touched while its operation is in
+// flight, and a name may have only one operation in flight.
+//
+// Failures are global: when any rank fails (it crashes, a link breaks, a
+// context is cancelled, an argument is invalid) every rank's pending and
+// later operations return an error naming the operation, tensor, step,
+// rank and peer. When the launcher dies, the runtime notices through its
+// heartbeat and fails its operations with ErrLauncherLost.
+//
+// The package-level functions use a default Runtime, the way http.Get uses
+// http.DefaultClient; tests and tools build their own with NewRuntime (for
+// example N runtimes in one process over collective/memtransport).
+package hvd

@@ -1,0 +1,179 @@
+package hvd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/gorovod/gorovod/kernels"
+	"github.com/gorovod/gorovod/runner"
+)
+
+// The default runtime behind the package-level functions, the way
+// http.Get uses http.DefaultClient. Tests build their own Runtimes.
+var (
+	defaultMu sync.Mutex
+	defaultRT *Runtime
+)
+
+// Init joins the job that gorun started, reading the GOROVOD_* environment
+// (without it, this process is a single rank of size 1). It returns once
+// every rank is connected, or with an error naming the ranks and hosts that
+// never showed up within the start timeout. Calling Init again is a no-op.
+func Init(ctx context.Context) error {
+	defaultMu.Lock()
+	defer defaultMu.Unlock()
+	if defaultRT != nil {
+		return nil
+	}
+	env, _, err := runner.FromEnviron(os.Getenv)
+	if err != nil {
+		return fmt.Errorf("hvd: reading the launcher's environment: %w", err)
+	}
+	rt, err := NewRuntime(ctx, Config{Env: env})
+	if err != nil {
+		return err
+	}
+	defaultRT = rt
+	return nil
+}
+
+// Shutdown shuts the default runtime down; see Runtime.Shutdown. Init may
+// be called again afterwards.
+func Shutdown() error {
+	defaultMu.Lock()
+	rt := defaultRT
+	defaultRT = nil
+	defaultMu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	return rt.Shutdown()
+}
+
+// Default returns the runtime Init created, or nil before Init.
+func Default() *Runtime {
+	defaultMu.Lock()
+	defer defaultMu.Unlock()
+	return defaultRT
+}
+
+func info(f func(*Runtime) int) int {
+	if rt := Default(); rt != nil {
+		return f(rt)
+	}
+	return -1
+}
+
+// Rank is this process's rank, or -1 before Init.
+func Rank() int { return info((*Runtime).Rank) }
+
+// Size is the number of ranks, or -1 before Init.
+func Size() int { return info((*Runtime).Size) }
+
+// LocalRank is this rank's index on its host, or -1 before Init.
+func LocalRank() int { return info((*Runtime).LocalRank) }
+
+// LocalSize is the number of ranks on this host, or -1 before Init.
+func LocalSize() int { return info((*Runtime).LocalSize) }
+
+// CrossRank is this host's index among hosts with this LocalRank, or -1
+// before Init.
+func CrossRank() int { return info((*Runtime).CrossRank) }
+
+// CrossSize is the number of hosts with this LocalRank, or -1 before Init.
+func CrossSize() int { return info((*Runtime).CrossSize) }
+
+func runtimeFor(name string) (*Runtime, *Handle) {
+	rt := Default()
+	if rt == nil {
+		return nil, failedHandle(name, ErrNotInitialized)
+	}
+	return rt, nil
+}
+
+// AllreduceAsync starts an all-reduce on the default runtime.
+func AllreduceAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return h
+	}
+	return rt.AllreduceAsync(t, op, o)
+}
+
+// Allreduce all-reduces t in place on the default runtime.
+func Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) error {
+	return AllreduceAsync(t, op, o).Wait(ctx)
+}
+
+// BroadcastAsync starts a broadcast on the default runtime.
+func BroadcastAsync(t *Tensor, root int) *Handle {
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return h
+	}
+	return rt.BroadcastAsync(t, root)
+}
+
+// Broadcast copies root's t into every rank's t.
+func Broadcast(ctx context.Context, t *Tensor, root int) error {
+	return BroadcastAsync(t, root).Wait(ctx)
+}
+
+// AllgatherAsync starts an all-gather on the default runtime.
+func AllgatherAsync(t *Tensor) *Handle {
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return h
+	}
+	return rt.AllgatherAsync(t)
+}
+
+// Allgather concatenates every rank's t along the first dimension.
+func Allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
+	h := AllgatherAsync(t)
+	err := h.Wait(ctx)
+	return h.Output(), err
+}
+
+// ReducescatterAsync starts a reduce-scatter on the default runtime.
+func ReducescatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return h
+	}
+	return rt.ReducescatterAsync(t, op, o)
+}
+
+// Reducescatter reduces t across ranks and returns this rank's share.
+func Reducescatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
+	h := ReducescatterAsync(t, op, o)
+	err := h.Wait(ctx)
+	return h.Output(), err
+}
+
+// AlltoallAsync starts an all-to-all on the default runtime.
+func AlltoallAsync(t *Tensor, splits []int) *Handle {
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return h
+	}
+	return rt.AlltoallAsync(t, splits)
+}
+
+// Alltoall exchanges rows of t between all ranks.
+func Alltoall(ctx context.Context, t *Tensor, splits []int) (*Tensor, error) {
+	h := AlltoallAsync(t, splits)
+	err := h.Wait(ctx)
+	return h.Output(), err
+}
+
+// Barrier waits until every rank has called Barrier.
+func Barrier(ctx context.Context) error {
+	rt := Default()
+	if rt == nil {
+		return ErrNotInitialized
+	}
+	return rt.Barrier(ctx)
+}

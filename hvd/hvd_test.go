@@ -1,0 +1,293 @@
+package hvd_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gorovod/gorovod/collective/memtransport"
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
+	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/runner/rendezvous"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// slot returns the contract of rank r of n, all on one host.
+func slot(r, n int) runner.WorkerEnv {
+	env := runner.DefaultWorkerEnv()
+	env.Rank, env.Size, env.LocalRank, env.LocalSize, env.CrossRank, env.CrossSize = r, n, r, n, 0, 1
+	env.Hostname = "localhost"
+	return env
+}
+
+// memRuntimes builds n runtimes over an in-memory network.
+func memRuntimes(t *testing.T, n int) []*hvd.Runtime {
+	t.Helper()
+	ts := memtransport.NewNetwork(n).Transports()
+	rts := make([]*hvd.Runtime, n)
+	for r := range n {
+		rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: slot(r, n), Transport: ts[r]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts[r] = rt
+	}
+	t.Cleanup(func() {
+		for _, rt := range rts {
+			rt.Shutdown()
+		}
+	})
+	return rts
+}
+
+// each runs f on every runtime concurrently and fails on any error.
+func each(t *testing.T, rts []*hvd.Runtime, f func(r int, rt *hvd.Runtime) error) {
+	t.Helper()
+	errs := make([]error, len(rts))
+	var wg sync.WaitGroup
+	for r, rt := range rts {
+		wg.Go(func() { errs[r] = f(r, rt) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestCollectivesOnNamedTensors(t *testing.T) {
+	const n = 3
+	rts := memRuntimes(t, n)
+	ctx := context.Background()
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		grad := hvd.NewTensor("grad", []float32{float32(r), 1, 2, 3}, 2, 2)
+		if err := rt.Allreduce(ctx, grad, kernels.Average, hvd.ReduceOptions{}); err != nil {
+			return err
+		}
+		if got := hvd.Values[float32](grad); got[0] != 1 || got[3] != 3 {
+			return fmt.Errorf("average = %v", got)
+		}
+		w := hvd.NewTensor("w", []int64{int64(r * 10), int64(r*10 + 1)})
+		if err := rt.Broadcast(ctx, w, 2); err != nil {
+			return err
+		}
+		if got := hvd.Values[int64](w); got[0] != 20 || got[1] != 21 {
+			return fmt.Errorf("broadcast = %v", got)
+		}
+		// rank r contributes r+1 rows of 2 columns.
+		rows := make([]float64, 2*(r+1))
+		for i := range rows {
+			rows[i] = float64(r)
+		}
+		out, err := rt.Allgather(ctx, hvd.NewTensor("rows", rows, r+1, 2))
+		if err != nil {
+			return err
+		}
+		want := []float64{0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2}
+		if got := hvd.Values[float64](out); fmt.Sprint(got) != fmt.Sprint(want) || out.Shape[0] != 6 {
+			return fmt.Errorf("allgather = %v shape %v", got, out.Shape)
+		}
+		share, err := rt.Reducescatter(ctx, hvd.NewTensor("rs", []int32{1, 2, 3, 4, 5, 6, 7}), kernels.Sum, hvd.ReduceOptions{})
+		if err != nil {
+			return err
+		}
+		wantShare := [][]int32{{3, 6, 9}, {12, 15}, {18, 21}}[r]
+		if got := hvd.Values[int32](share); fmt.Sprint(got) != fmt.Sprint(wantShare) {
+			return fmt.Errorf("reducescatter = %v, want %v", got, wantShare)
+		}
+		// rank r sends p+1 rows to rank p; rows carry their sender.
+		splits := []int{1, 2, 3}
+		send := make([]uint8, 6)
+		for i := range send {
+			send[i] = uint8(r)
+		}
+		got, err := rt.Alltoall(ctx, hvd.NewTensor("a2a", send), splits)
+		if err != nil {
+			return err
+		}
+		if v := hvd.Values[uint8](got); len(v) != 3*(r+1) || v[0] != 0 || v[len(v)-1] != 2 {
+			return fmt.Errorf("alltoall = %v", v)
+		}
+		return rt.Barrier(ctx)
+	})
+}
+
+func TestAsyncHandlesInOrder(t *testing.T) {
+	rts := memRuntimes(t, 2)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		var hs []*hvd.Handle
+		var ts []*hvd.Tensor
+		for i := range 20 {
+			x := hvd.NewTensor(fmt.Sprintf("layer%d", i), []float32{float32(i), float32(r)})
+			ts = append(ts, x)
+			hs = append(hs, rt.AllreduceAsync(x, kernels.Sum, hvd.ReduceOptions{}))
+		}
+		for i, h := range hs {
+			if err := h.Wait(context.Background()); err != nil {
+				return err
+			}
+			if v := hvd.Values[float32](ts[i]); v[0] != float32(2*i) || v[1] != 1 {
+				return fmt.Errorf("layer%d = %v", i, v)
+			}
+			if h.Output() != ts[i] {
+				return fmt.Errorf("layer%d: Output is not the in-place tensor", i)
+			}
+		}
+		return nil
+	})
+}
+
+func TestDuplicateNameAndShutdown(t *testing.T) {
+	rts := memRuntimes(t, 2)
+	x := hvd.NewTensor("x", []float32{1})
+	h1 := rts[0].AllreduceAsync(x, kernels.Sum, hvd.ReduceOptions{}) // rank 1 has not joined: stays in flight
+	h2 := rts[0].AllreduceAsync(hvd.NewTensor("x", []float32{2}), kernels.Sum, hvd.ReduceOptions{})
+	if err := h2.Wait(context.Background()); !errors.Is(err, hvd.ErrDuplicateName) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if err := rts[1].Allreduce(context.Background(), hvd.NewTensor("x", []float32{1}), kernels.Sum, hvd.ReduceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rts[0].Shutdown()
+	if err := rts[0].Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); !errors.Is(err, hvd.ErrShutdown) {
+		t.Fatalf("after shutdown: %v", err)
+	}
+}
+
+func TestInvalidTensor(t *testing.T) {
+	rt := memRuntimes(t, 1)[0]
+	bad := &hvd.Tensor{Name: "t", DType: kernels.F32, Shape: []int{3}, Data: make([]byte, 8)}
+	if err := rt.Allreduce(context.Background(), bad, kernels.Sum, hvd.ReduceOptions{}); !errors.Is(err, hvd.ErrInvalidTensor) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestFailureReachesEveryRank: one rank's runtime goes away mid-job; every
+// other rank's pending operation fails, naming the operation and tensor.
+func TestFailureReachesEveryRank(t *testing.T) {
+	const n = 4
+	rts := memRuntimes(t, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 1; r < n; r++ {
+		wg.Go(func() {
+			errs[r] = rts[r].Allreduce(context.Background(), hvd.NewTensor("g", make([]float32, 1<<20)), kernels.Sum, hvd.ReduceOptions{})
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	rts[0].Shutdown() // rank 0 never joins the all-reduce and leaves
+	wg.Wait()
+	for r := 1; r < n; r++ {
+		if errs[r] == nil || !strings.Contains(errs[r].Error(), `allreduce "g"`) {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+	}
+}
+
+func TestSingleRankWithoutLauncher(t *testing.T) {
+	t.Setenv(runner.EnvRank, "")
+	if err := hvd.Init(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer hvd.Shutdown()
+	if hvd.Rank() != 0 || hvd.Size() != 1 || hvd.LocalSize() != 1 || hvd.CurrentDevice().IsGPU() {
+		t.Fatalf("rank %d size %d local size %d device %v", hvd.Rank(), hvd.Size(), hvd.LocalSize(), hvd.CurrentDevice())
+	}
+	x := hvd.NewTensor("x", []float64{1.5, 2})
+	if err := hvd.Allreduce(context.Background(), x, kernels.Average, hvd.ReduceOptions{}); err != nil || hvd.Values[float64](x)[0] != 1.5 {
+		t.Fatalf("%v %v", err, hvd.Values[float64](x))
+	}
+}
+
+func TestNotInitialized(t *testing.T) {
+	if hvd.Rank() != -1 {
+		t.Fatalf("Rank before Init = %d", hvd.Rank())
+	}
+	if err := hvd.Barrier(context.Background()); !errors.Is(err, hvd.ErrNotInitialized) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// rendezvousJob starts a launcher-side rendezvous server for n ranks.
+func rendezvousJob(t *testing.T, n int) (secret []byte, addr string) {
+	t.Helper()
+	secret = bytes.Repeat([]byte{5}, 32)
+	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: n, Hosts: make([]string, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return secret, srv.Addr()
+}
+
+// TestRendezvousAndTCP joins 4 runtimes the way gorun's ranks do: through
+// the rendezvous and a TCP mesh.
+func TestRendezvousAndTCP(t *testing.T) {
+	const n = 4
+	secret, addr := rendezvousJob(t, n)
+	rts := make([]*hvd.Runtime, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		env := slot(r, n)
+		env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, 10*time.Second
+		wg.Go(func() { rts[r], errs[r] = hvd.NewRuntime(context.Background(), hvd.Config{Env: env}) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		defer rts[r].Shutdown()
+	}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		x := hvd.NewTensor("x", []int32{int32(r), 1})
+		if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
+			return err
+		}
+		if v := hvd.Values[int32](x); v[0] != 6 || v[1] != 4 {
+			return fmt.Errorf("sum = %v", v)
+		}
+		return nil
+	})
+}
+
+func TestStartTimeoutNamesMissingRanks(t *testing.T) {
+	secret, addr := rendezvousJob(t, 3)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for r := range 2 { // rank 2 never comes
+		env := slot(r, 3)
+		env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, time.Second
+		wg.Go(func() {
+			rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env})
+			if err == nil {
+				rt.Shutdown()
+			}
+			errs[r] = err
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "rank 2") || !strings.Contains(err.Error(), "within 1s") {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		t.Logf("rank %d: %v", r, err)
+	}
+}

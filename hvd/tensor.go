@@ -1,0 +1,76 @@
+package hvd
+
+import (
+	"fmt"
+
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// Tensor is a named, typed, dense buffer. Data holds the elements in
+// row-major order; Shape's product is the element count (an empty Shape
+// means a vector of all the elements).
+type Tensor struct {
+	Name  string
+	DType kernels.DType
+	Shape []int
+	Data  []byte
+}
+
+// NewTensor wraps a typed slice (without copying) as a named tensor. With
+// no shape it is a vector of len(data) elements.
+func NewTensor[T kernels.Element](name string, data []T, shape ...int) *Tensor {
+	if len(shape) == 0 {
+		shape = []int{len(data)}
+	}
+	return &Tensor{Name: name, DType: kernels.DTypeOf[T](), Shape: shape, Data: kernels.AsBytes(data)}
+}
+
+// Values views a tensor's data as a typed slice (nil if T does not match).
+func Values[T kernels.Element](t *Tensor) []T {
+	if t == nil || kernels.DTypeOf[T]() != t.DType {
+		return nil
+	}
+	return kernels.FromBytes[T](t.Data)
+}
+
+// Count is the number of elements the shape describes.
+func (t *Tensor) Count() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// rowElems is the number of elements per entry of the first dimension.
+func (t *Tensor) rowElems() int {
+	n := 1
+	for _, d := range t.Shape[1:] {
+		n *= d
+	}
+	return n
+}
+
+func (t *Tensor) validate() error {
+	if t == nil {
+		return fmt.Errorf("%w: nil tensor", ErrInvalidTensor)
+	}
+	if t.Name == "" {
+		return fmt.Errorf("%w: a tensor needs a name", ErrInvalidTensor)
+	}
+	if !t.DType.Valid() {
+		return fmt.Errorf("%w: %q has dtype %v", ErrInvalidTensor, t.Name, t.DType)
+	}
+	if len(t.Shape) == 0 {
+		return fmt.Errorf("%w: %q has no shape", ErrInvalidTensor, t.Name)
+	}
+	for _, d := range t.Shape {
+		if d < 0 {
+			return fmt.Errorf("%w: %q has shape %v", ErrInvalidTensor, t.Name, t.Shape)
+		}
+	}
+	if want := t.Count() * t.DType.Size(); len(t.Data) != want {
+		return fmt.Errorf("%w: %q of shape %v and dtype %v needs %d bytes, has %d", ErrInvalidTensor, t.Name, t.Shape, t.DType, want, len(t.Data))
+	}
+	return nil
+}

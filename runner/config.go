@@ -1,0 +1,208 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the launcher settings (see DefaultConfig).
+const (
+	DefaultGracePeriod       = 3 * time.Second
+	DefaultSSHConnectTimeout = 10 * time.Second
+)
+
+// Config is one job for Launch: what to run, where, and how.
+//
+// Start from DefaultConfig: several zero values (CycleTime, StartTimeout)
+// are invalid, and others (FusionThreshold, CacheCapacity) switch a feature
+// off. Validate reports every broken invariant.
+type Config struct {
+	// NP is the number of ranks to start (-np).
+	NP int
+	// Hosts lists the machines and their slots, already parsed (ParseHosts,
+	// ReadHostfile). Empty means "localhost" with NP slots.
+	Hosts []Host
+	// Command is the program and its arguments, run once per rank.
+	Command []string
+	// Dir is the ranks' working directory; "" means gorun's.
+	Dir string
+
+	// StartTimeout is how long ranks wait for each other in hvd.Init, and
+	// bounds the pre-launch host checks.
+	StartTimeout time.Duration
+	// BindAddr is the address (IP or host name, optionally host:port) the
+	// rendezvous service listens on and ranks dial. Empty means the first
+	// address of NetworkInterface or, when every host is local, 127.0.0.1.
+	BindAddr string
+	// NetworkInterface names the network interface (eth0) that carries the
+	// job: the rendezvous listens on its address unless BindAddr is set, and
+	// ranks bind their data plane to it. Empty: ranks choose.
+	NetworkInterface string
+
+	// OutputDir, if set, receives DIR/rank.R/stdout and DIR/rank.R/stderr
+	// for every rank R, unprefixed, in addition to the terminal output.
+	OutputDir string
+	// Verbose logs the slot plan and every spawn command (without the secret).
+	Verbose bool
+	// ForwardEnv lists variables to pass to every rank (-x): "NAME" takes
+	// gorun's value (skipped when unset), "NAME=value" sets one. Local
+	// ranks inherit gorun's whole environment anyway.
+	ForwardEnv []string
+
+	// SSHPort is the ssh port of remote hosts; 0 means ssh's default.
+	SSHPort int
+	// SSHIdentityFile is the private key ssh uses; "" means ssh's default.
+	SSHIdentityFile string
+	// SSHConnectTimeout bounds each ssh connection attempt; 0 means ssh's default.
+	SSHConnectTimeout time.Duration
+
+	// Engine knobs, passed through to every rank (see WorkerEnv).
+	FusionThreshold int64         // bytes per fused buffer; 0 disables fusion
+	CycleTime       time.Duration // negotiation cycle
+	CacheCapacity   int           // response cache entries; 0 disables it
+	StallWarning    time.Duration // warn about stalled tensors; 0 never
+	StallShutdown   time.Duration // abort on a stall this long; 0 never
+	TimelinePath    string        // timeline file; "" none
+	LogLevel        string        // ranks' log level: debug, info, warn, error
+	OpTimeout       time.Duration // per-operation timeout; 0 none
+
+	// GracePeriod is how long a rank being stopped has between SIGTERM and
+	// SIGKILL.
+	GracePeriod time.Duration
+	// Stdout and Stderr receive the ranks' prefixed output; nil means
+	// os.Stdout and os.Stderr.
+	Stdout, Stderr io.Writer
+	// Logger receives gorun's own logs. Nil means text on Stderr, at info
+	// level when Verbose and warn level otherwise.
+	Logger *slog.Logger
+	// SpawnerFor picks the spawner for the ranks of host. Nil means a
+	// LocalSpawner for local hosts (see IsLocalHost) and ssh for the others.
+	SpawnerFor func(host string) Spawner
+}
+
+// DefaultConfig returns a Config with every setting at its default: one
+// rank on localhost, no command yet.
+func DefaultConfig() Config {
+	env := DefaultWorkerEnv()
+	return Config{
+		NP:                1,
+		StartTimeout:      env.StartTimeout,
+		SSHConnectTimeout: DefaultSSHConnectTimeout,
+		FusionThreshold:   env.FusionThreshold,
+		CycleTime:         env.CycleTime,
+		CacheCapacity:     env.CacheCapacity,
+		StallWarning:      env.StallWarning,
+		StallShutdown:     env.StallShutdown,
+		LogLevel:          env.LogLevel,
+		OpTimeout:         env.OpTimeout,
+		GracePeriod:       DefaultGracePeriod,
+	}
+}
+
+// Validate checks c and returns one error per broken invariant (joined with
+// errors.Join), nil if c can be launched. Errors wrap ErrConfig, or the
+// sentinel of the host or knob at fault (ErrNumProc, ErrSlots, ErrHosts,
+// ErrEnv).
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
+		}
+	}
+	if err := checkAssignArgs(c.hosts(), c.NP); err != nil {
+		errs = append(errs, err)
+	}
+	check(len(c.Command) > 0, "no program to run")
+	check(len(c.Command) == 0 || c.Command[0] != "", "the program name is empty")
+	check(c.GracePeriod >= 0, "grace period %v is negative", c.GracePeriod)
+	check(c.SSHPort >= 0 && c.SSHPort < 1<<16, "ssh port %d is not in 0..65535", c.SSHPort)
+	check(c.SSHConnectTimeout >= 0, "ssh connect timeout %v is negative", c.SSHConnectTimeout)
+	for _, kv := range c.ForwardEnv {
+		errs = append(errs, checkForward(kv))
+	}
+	errs = append(errs, c.checkAddrs())
+	errs = append(errs, c.jobEnv().Validate())
+	return errors.Join(errs...)
+}
+
+// checkForward checks one -x entry: "NAME" or "NAME=value", NAME not a
+// GOROVOD_* variable.
+func checkForward(kv string) error {
+	name, _, _ := strings.Cut(kv, "=")
+	switch {
+	case name == "" || strings.ContainsAny(name, " \t\n\x00"):
+		return fmt.Errorf("%w: -x %q: want NAME or NAME=value", ErrConfig, clip(kv, maxQuoted))
+	case strings.HasPrefix(name, "GOROVOD_"):
+		return fmt.Errorf("%w: -x %s: gorun sets the GOROVOD_ variables itself", ErrConfig, name)
+	}
+	return nil
+}
+
+// checkAddrs checks BindAddr, and that a job with remote hosts says where
+// its rendezvous service is reachable.
+func (c Config) checkAddrs() error {
+	if c.BindAddr != "" {
+		host, _, err := splitBindAddr(c.BindAddr)
+		if err != nil {
+			return err
+		}
+		if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+			return fmt.Errorf("%w: bind address %q: ranks cannot dial an unspecified address; give this host's IP", ErrConfig, c.BindAddr)
+		}
+		return nil
+	}
+	if c.NetworkInterface != "" {
+		return nil
+	}
+	for _, h := range c.hosts() {
+		if !IsLocalHost(h.Name) {
+			return fmt.Errorf("%w: host %s is remote: give a bind address or a network interface that it can reach this host on", ErrConfig, h.Name)
+		}
+	}
+	return nil
+}
+
+// splitBindAddr splits BindAddr into host and port ("0" when absent).
+func splitBindAddr(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil { // no port: a bare host or IPv6 address
+		host, port = strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]"), "0"
+	}
+	if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n >= 1<<16 || host == "" {
+		return "", "", fmt.Errorf("%w: bind address %q: want host or host:port", ErrConfig, clip(addr, maxQuoted))
+	}
+	return host, port, nil
+}
+
+// hosts returns the host list, localhost with NP slots when none is given.
+func (c Config) hosts() []Host {
+	if len(c.Hosts) == 0 {
+		return []Host{{Name: "localhost", Slots: max(c.NP, 1)}}
+	}
+	return c.Hosts
+}
+
+// jobEnv returns the worker environment shared by every rank of the job:
+// the knobs, without identity, address or secret.
+func (c Config) jobEnv() WorkerEnv {
+	e := DefaultWorkerEnv()
+	e.BindAddr = c.NetworkInterface
+	e.StartTimeout = c.StartTimeout
+	e.FusionThreshold = c.FusionThreshold
+	e.CycleTime = c.CycleTime
+	e.CacheCapacity = c.CacheCapacity
+	e.StallWarning = c.StallWarning
+	e.StallShutdown = c.StallShutdown
+	e.TimelinePath = c.TimelinePath
+	e.LogLevel = c.LogLevel
+	e.OpTimeout = c.OpTimeout
+	return e
+}

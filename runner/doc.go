@@ -1,0 +1,120 @@
+// Package runner is the launcher side of gorovod: it turns a host list into
+// one slot per rank, defines the environment through which the launcher
+// (gorun) tells each worker process who it is, and starts, watches and stops
+// the ranks of a job (Launch).
+//
+// # Host lists
+//
+// The -H flag takes a comma-separated list of hosts, each with an optional
+// slot count (the number of ranks it may run; 1 when left out):
+//
+//	node1:4,node2:4
+//	node1, node2:2          spaces around items are ignored
+//	[::1]:2,[fe80::1%eth0]  IPv6 addresses go in brackets
+//
+// A host is a DNS name or IPv4 address (ASCII letters, digits, '-', '.' and
+// '_'; not starting with '-' or '.'), or an IPv6 address. Slot counts are
+// decimal integers from 1 to MaxSlotsPerHost. An empty item, a bad name or
+// count, or a host listed twice (names compare case-insensitively) is an
+// error that quotes the item; see ParseHosts.
+//
+// A hostfile (ReadHostfile, ParseHostfile) has the Open MPI form, one host
+// per line:
+//
+//	# comment
+//	node1 slots=4   # trailing comment
+//	node2           # one slot
+//	::1 slots=2     # IPv6, brackets optional here
+//
+// Blank lines and comments are skipped; any other line is an error giving
+// its 1-based line number and text (a *HostfileError). The file
+// hostfile.example at the root of the module shows the grammar.
+//
+// # Rank assignment
+//
+// Assign places exactly np ranks: hosts are filled in the order given, each
+// before the next, so global ranks are consecutive on a host. On each rank:
+//
+//   - LocalRank is its slot index on the host, and LocalSize the number of
+//     ranks placed on that host (fewer than its slots on the last host used);
+//   - CrossRank is the position of its host among the hosts that have a rank
+//     with the same LocalRank, and CrossSize the number of those hosts.
+//
+// For example a:1,b:2 with np 3 gives a/0 (local 0/1, cross 0/2), b/1
+// (local 0/2, cross 1/2), b/2 (local 1/2, cross 0/1). Asking for more ranks
+// than there are slots is an error (ErrSlots) giving both numbers.
+//
+// # Launcher–worker environment
+//
+// WorkerEnv is the whole contract between gorun and its workers, and env.go
+// the only place it is written (WorkerEnv.Environ) and read (FromEnviron).
+// Each worker gets:
+//
+//	GOROVOD_RANK, GOROVOD_SIZE              global rank and number of ranks
+//	GOROVOD_LOCAL_RANK, GOROVOD_LOCAL_SIZE  the same on its host
+//	GOROVOD_CROSS_RANK, GOROVOD_CROSS_SIZE  the same across hosts
+//	GOROVOD_HOSTNAME                        its host as named in the host list
+//	GOROVOD_RENDEZVOUS_ADDR                 host:port of the rendezvous service
+//	GOROVOD_SECRET                          the 32-byte job secret, hex
+//	GOROVOD_BIND_ADDR                       data-plane address or interface ("" = auto)
+//	GOROVOD_START_TIMEOUT                   wait for all ranks to register (30s)
+//
+// and the tuning knobs, with their defaults:
+//
+//	GOROVOD_FUSION_THRESHOLD     bytes per fused buffer, 0 = no fusion (67108864)
+//	GOROVOD_CYCLE_TIME           negotiation cycle (1ms)
+//	GOROVOD_CACHE_CAPACITY       response cache entries, 0 = no cache (1024)
+//	GOROVOD_STALL_CHECK_TIME     warn about stalled tensors, 0 = never (60s)
+//	GOROVOD_STALL_SHUTDOWN_TIME  abort on a stall this long, 0 = never (0s)
+//	GOROVOD_TIMELINE             timeline file ("" = none)
+//	GOROVOD_LOG_LEVEL            debug, info, warn or error (info)
+//	GOROVOD_OP_TIMEOUT           per-operation timeout, 0 = none (0s)
+//
+// Durations use Go syntax ("1ms", "60s", "1m30s"). Without GOROVOD_RANK a
+// process is a single rank of size 1. The secret never appears on a command
+// line or in a log: WorkerEnv's String, Format and LogValue redact it, and
+// RedactEnviron does the same for "NAME=value" lists.
+//
+// # Launching a job
+//
+// Launch(ctx, cfg) runs one job described by a Config (start from
+// DefaultConfig; Validate reports every broken invariant at once):
+//
+//  1. Assign places cfg.NP ranks on cfg.Hosts (localhost when empty).
+//  2. Hosts whose spawner is a HostChecker (ssh) are checked, all at once,
+//     within StartTimeout; a failure ends Launch before any rank starts.
+//  3. A fresh job secret (NewSecret) and the rendezvous service
+//     (runner/rendezvous) on BindAddr, the address of NetworkInterface, or
+//     127.0.0.1 when every host is local.
+//  4. Each rank starts, in rank order, with the job's WorkerEnv for its slot
+//     plus the -x variables (ForwardEnv), in gorun's working directory. The
+//     spawner is chosen per host: LocalSpawner for localhost, 127.0.0.1,
+//     ::1 and this machine's name (IsLocalHost), ssh for the others;
+//     Config.SpawnerFor replaces that choice. The first spawn failure stops
+//     the ranks already started.
+//
+// Every line a rank writes reaches cfg.Stdout or cfg.Stderr whole, as
+// "[R]<stdout>: text" or "[R]<stderr>: text" (an unfinished last line is
+// flushed when the rank exits; lines longer than 64 KiB are cut), and, with
+// OutputDir, DIR/rank.R/stdout and DIR/rank.R/stderr unprefixed. Verbose
+// logs the placement and each command, with the secret redacted.
+//
+// The first rank to fail — a non-zero exit, death by a signal, a lost ssh
+// connection — stops the job: Launch aborts the rendezvous with the reason
+// (ranks blocked in or watching it fail at once), sends SIGTERM to every
+// other rank (to its whole process group), SIGKILL after GracePeriod (3 s),
+// and returns an error that wraps the rank's *ExitError:
+//
+//	runner: rank 2 on node2 exited with status 3; stopped the other 3 ranks
+//
+// When ctx ends (gorun got SIGINT or SIGTERM), Launch stops every rank the
+// same way and returns an error wrapping ErrInterrupted. It returns nil when
+// every rank exits 0; a program that never calls hvd.Init simply runs. Ranks
+// that are still waiting for each other at StartTimeout report it in
+// hvd.Init, not here. Launch returns only after every rank is gone (or,
+// after SIGKILL, 2 s more have passed), and leaves no goroutine behind.
+//
+// A local rank gets SIGKILL when gorun itself dies, even by SIGKILL (Linux's
+// parent-death signal); processes that the rank started survive that one
+// case, unless they watch the rendezvous as hvd ranks do.
+package runner

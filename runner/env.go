@@ -1,0 +1,397 @@
+package runner
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file is the launcher–worker environment contract: the only place the
+// GOROVOD_* variables are named, written (Environ) and read (FromEnviron).
+
+// Names of the environment variables that gorun sets for every worker.
+const (
+	EnvRank              = "GOROVOD_RANK"                // global rank
+	EnvSize              = "GOROVOD_SIZE"                // number of ranks
+	EnvLocalRank         = "GOROVOD_LOCAL_RANK"          // rank among the ranks on this host
+	EnvLocalSize         = "GOROVOD_LOCAL_SIZE"          // number of ranks on this host
+	EnvCrossRank         = "GOROVOD_CROSS_RANK"          // host position among hosts with this local rank
+	EnvCrossSize         = "GOROVOD_CROSS_SIZE"          // number of hosts with this local rank
+	EnvHostname          = "GOROVOD_HOSTNAME"            // host name from the host list
+	EnvRendezvousAddr    = "GOROVOD_RENDEZVOUS_ADDR"     // host:port of the rendezvous service
+	EnvSecret            = "GOROVOD_SECRET"              // job secret, hex
+	EnvBindAddr          = "GOROVOD_BIND_ADDR"           // data-plane listen address or interface
+	EnvStartTimeout      = "GOROVOD_START_TIMEOUT"       // Go duration
+	EnvFusionThreshold   = "GOROVOD_FUSION_THRESHOLD"    // bytes
+	EnvCycleTime         = "GOROVOD_CYCLE_TIME"          // Go duration
+	EnvCacheCapacity     = "GOROVOD_CACHE_CAPACITY"      // entries
+	EnvStallCheckTime    = "GOROVOD_STALL_CHECK_TIME"    // Go duration (stall warning)
+	EnvStallShutdownTime = "GOROVOD_STALL_SHUTDOWN_TIME" // Go duration
+	EnvTimeline          = "GOROVOD_TIMELINE"            // file path
+	EnvLogLevel          = "GOROVOD_LOG_LEVEL"           // debug, info, warn, error
+	EnvOpTimeout         = "GOROVOD_OP_TIMEOUT"          // Go duration
+)
+
+// Defaults of the tuning knobs (see DefaultWorkerEnv).
+const (
+	DefaultStartTimeout    = 30 * time.Second
+	DefaultFusionThreshold = 64 << 20 // 64 MiB
+	DefaultCycleTime       = time.Millisecond
+	DefaultCacheCapacity   = 1024
+	DefaultStallWarning    = 60 * time.Second
+	DefaultStallShutdown   = time.Duration(0) // never
+	DefaultLogLevel        = "info"
+	DefaultOpTimeout       = time.Duration(0) // none
+)
+
+// SecretLen is the length in bytes of the job secret.
+const SecretLen = 32
+
+// WorkerEnv is what one worker process learns from its environment: who it
+// is in the job, how to reach the others, and the tuning knobs.
+type WorkerEnv struct {
+	Rank, Size           int // global rank and number of ranks
+	LocalRank, LocalSize int // rank and number of ranks on this host
+	CrossRank, CrossSize int // position among, and number of, hosts with this LocalRank
+
+	Hostname       string        // this worker's host as named in the host list ("" if unknown)
+	RendezvousAddr string        // host:port of the rendezvous service; "" for a single rank
+	Secret         []byte        // job secret (SecretLen bytes); never printed
+	BindAddr       string        // address or interface for the data plane; "" = auto
+	StartTimeout   time.Duration // how long to wait for every rank to register
+
+	FusionThreshold int64         // bytes per fused buffer; 0 disables fusion
+	CycleTime       time.Duration // negotiation cycle; must be > 0
+	CacheCapacity   int           // response cache entries; 0 disables the cache
+	StallWarning    time.Duration // warn about tensors stalled this long; 0 disables
+	StallShutdown   time.Duration // abort the job after a stall this long; 0 = never
+	TimelinePath    string        // timeline output file; "" = no timeline
+	LogLevel        string        // slog level name: debug, info, warn, error
+	OpTimeout       time.Duration // per-operation timeout; 0 = none
+}
+
+// DefaultWorkerEnv returns the environment of a single rank (rank 0 of 1,
+// on one host) with every knob at its default.
+func DefaultWorkerEnv() WorkerEnv {
+	return WorkerEnv{
+		Size: 1, LocalSize: 1, CrossSize: 1,
+		StartTimeout:    DefaultStartTimeout,
+		FusionThreshold: DefaultFusionThreshold,
+		CycleTime:       DefaultCycleTime,
+		CacheCapacity:   DefaultCacheCapacity,
+		StallWarning:    DefaultStallWarning,
+		StallShutdown:   DefaultStallShutdown,
+		LogLevel:        DefaultLogLevel,
+		OpTimeout:       DefaultOpTimeout,
+	}
+}
+
+// NewSecret returns a fresh job secret of SecretLen random bytes.
+func NewSecret() ([]byte, error) {
+	s := make([]byte, SecretLen)
+	if _, err := rand.Read(s); err != nil {
+		return nil, fmt.Errorf("runner: job secret: %w", err)
+	}
+	return s, nil
+}
+
+// ForSlot returns a copy of e with the identity of slot s: its ranks, sizes
+// and host name. The launcher starts from one WorkerEnv per job (addresses,
+// secret, knobs) and derives each rank's with ForSlot.
+func (e WorkerEnv) ForSlot(s Slot) WorkerEnv {
+	e.Rank, e.Size = s.Rank, s.Size
+	e.LocalRank, e.LocalSize = s.LocalRank, s.LocalSize
+	e.CrossRank, e.CrossSize = s.CrossRank, s.CrossSize
+	e.Hostname = s.Host
+	return e
+}
+
+// Environ returns every variable of the contract as "NAME=value" entries,
+// ready to append to os.Environ() for a worker. It includes the secret:
+// never log the result without RedactEnviron.
+func (e WorkerEnv) Environ() []string {
+	vars := envVars()
+	kv := make([]string, len(vars))
+	for i, v := range vars {
+		kv[i] = v.name + "=" + v.get(&e)
+	}
+	return kv
+}
+
+// FromEnviron reads the contract through getenv (os.Getenv in a worker).
+// present reports whether GOROVOD_RANK is set. Without it the result is a
+// single rank (DefaultWorkerEnv) with any knobs that are set applied, and
+// setting an identity variable (size, local and cross numbers, rendezvous
+// address, secret) without GOROVOD_RANK is an error. With it, the six rank
+// and size variables are required. Unset or empty knobs keep their defaults.
+// A value that does not parse is an error naming the variable and its value
+// (never the secret's); the result is then checked with Validate.
+func FromEnviron(getenv func(string) string) (env WorkerEnv, present bool, err error) {
+	env = DefaultWorkerEnv()
+	present = getenv(EnvRank) != ""
+	var errs []error
+	for _, v := range envVars() {
+		s := getenv(v.name)
+		switch {
+		case s == "" && v.identity && present && v.required:
+			errs = append(errs, fmt.Errorf("%w: %s is not set (%s is)", ErrEnv, v.name, EnvRank))
+		case s == "":
+			continue
+		case v.identity && !present:
+			errs = append(errs, fmt.Errorf("%w: %s is set but %s is not", ErrEnv, v.name, EnvRank))
+		default:
+			if perr := v.set(&env, s); perr != nil {
+				errs = append(errs, fmt.Errorf("%w: %s=%s: %w", ErrEnv, v.name, v.quote(s), perr))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, env.Validate())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return WorkerEnv{}, present, err
+	}
+	return env, present, nil
+}
+
+// Validate checks the invariants of e and returns one error per broken
+// invariant (joined with errors.Join), each wrapping ErrEnv; nil if e is sound.
+func (e WorkerEnv) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrEnv}, args...)...))
+		}
+	}
+	e.checkIdentity(check)
+	e.checkKnobs(check)
+	return errors.Join(errs...)
+}
+
+// checkFunc records a broken invariant when ok is false.
+type checkFunc func(ok bool, format string, args ...any)
+
+// checkIdentity checks the ranks, sizes, addresses and secret.
+func (e WorkerEnv) checkIdentity(check checkFunc) {
+	check(e.Size >= 1, "%s=%d: must be at least 1", EnvSize, e.Size)
+	check(0 <= e.Rank && e.Rank < e.Size, "%s=%d: must be in [0, %s=%d)", EnvRank, e.Rank, EnvSize, e.Size)
+	check(1 <= e.LocalSize && e.LocalSize <= e.Size, "%s=%d: must be in [1, %s=%d]", EnvLocalSize, e.LocalSize, EnvSize, e.Size)
+	check(0 <= e.LocalRank && e.LocalRank < e.LocalSize, "%s=%d: must be in [0, %s=%d)", EnvLocalRank, e.LocalRank, EnvLocalSize, e.LocalSize)
+	check(1 <= e.CrossSize && e.CrossSize <= e.Size, "%s=%d: must be in [1, %s=%d]", EnvCrossSize, e.CrossSize, EnvSize, e.Size)
+	check(0 <= e.CrossRank && e.CrossRank < e.CrossSize, "%s=%d: must be in [0, %s=%d)", EnvCrossRank, e.CrossRank, EnvCrossSize, e.CrossSize)
+	check(e.Size <= 1 || e.RendezvousAddr != "", "%s=%d: more than one rank needs %s", EnvSize, e.Size, EnvRendezvousAddr)
+	check(e.RendezvousAddr == "" || isHostPort(e.RendezvousAddr), "%s=%q: want host:port", EnvRendezvousAddr, clip(e.RendezvousAddr, maxQuoted))
+	if len(e.Secret) != 0 {
+		check(len(e.Secret) == SecretLen, "%s: secret is %d bytes, want %d", EnvSecret, len(e.Secret), SecretLen)
+	} else {
+		check(e.RendezvousAddr == "", "%s is set but %s is not", EnvRendezvousAddr, EnvSecret)
+	}
+}
+
+// checkKnobs checks the tuning knobs and that no text value holds a NUL byte
+// (which no environment variable can carry).
+func (e WorkerEnv) checkKnobs(check checkFunc) {
+	check(e.StartTimeout > 0, "%s=%v: must be positive", EnvStartTimeout, e.StartTimeout)
+	check(e.FusionThreshold >= 0, "%s=%d: must not be negative", EnvFusionThreshold, e.FusionThreshold)
+	check(e.CycleTime > 0, "%s=%v: must be positive", EnvCycleTime, e.CycleTime)
+	check(e.CacheCapacity >= 0, "%s=%d: must not be negative", EnvCacheCapacity, e.CacheCapacity)
+	check(e.StallWarning >= 0, "%s=%v: must not be negative", EnvStallCheckTime, e.StallWarning)
+	check(e.StallShutdown >= 0, "%s=%v: must not be negative", EnvStallShutdownTime, e.StallShutdown)
+	check(e.StallShutdown <= 0 || e.StallWarning <= 0 || e.StallShutdown >= e.StallWarning,
+		"%s=%v: must not be shorter than %s=%v", EnvStallShutdownTime, e.StallShutdown, EnvStallCheckTime, e.StallWarning)
+	check(e.OpTimeout >= 0, "%s=%v: must not be negative", EnvOpTimeout, e.OpTimeout)
+	_, err := e.SlogLevel()
+	check(err == nil, "%s=%q: want debug, info, warn or error", EnvLogLevel, clip(e.LogLevel, maxQuoted))
+	for _, v := range envVars() {
+		check(v.secret || !strings.ContainsRune(v.get(&e), 0), "%s: value holds a NUL byte", v.name)
+	}
+}
+
+// isHostPort reports whether s has the form host:port with a numeric port.
+func isHostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && 0 < n && n < 1<<16
+}
+
+// SlogLevel returns the log/slog level named by LogLevel ("debug", "info",
+// "warn", "error", any case, optionally with an offset such as "debug-4").
+func (e WorkerEnv) SlogLevel() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(e.LogLevel)); err != nil {
+		return 0, fmt.Errorf("%w: %s=%q: %w", ErrEnv, EnvLogLevel, clip(e.LogLevel, maxQuoted), err)
+	}
+	return l, nil
+}
+
+// redacted replaces the secret's value wherever the contract is printed.
+const redacted = "<redacted>"
+
+// RedactEnviron returns a copy of kv ("NAME=value" entries) in which the
+// value of GOROVOD_SECRET, if not empty, is replaced by "<redacted>". Use it
+// before logging a worker's environment.
+func RedactEnviron(kv []string) []string {
+	out := make([]string, len(kv))
+	for i, entry := range kv {
+		if name, value, _ := strings.Cut(entry, "="); name == EnvSecret && value != "" {
+			entry = name + "=" + redacted
+		}
+		out[i] = entry
+	}
+	return out
+}
+
+// String formats e as its environment entries, with the secret redacted.
+func (e WorkerEnv) String() string {
+	return "WorkerEnv{" + strings.Join(RedactEnviron(e.Environ()), " ") + "}"
+}
+
+// Format makes every fmt verb (%v, %+v, %#v, %x, %d, ...) print String, so
+// that no formatting of a WorkerEnv can reveal the secret.
+func (e WorkerEnv) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(e.String())) }
+
+// LogValue makes log/slog record e as a group of its variables (named
+// without the GOROVOD_ prefix, in lower case), with the secret redacted.
+func (e WorkerEnv) LogValue() slog.Value {
+	vars := envVars()
+	attrs := make([]slog.Attr, len(vars))
+	for i, v := range vars {
+		value := v.get(&e)
+		if v.secret && value != "" {
+			value = redacted
+		}
+		attrs[i] = slog.String(strings.ToLower(strings.TrimPrefix(v.name, "GOROVOD_")), value)
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// envVar binds one environment variable to one field of WorkerEnv.
+type envVar struct {
+	name     string
+	identity bool // describes the rank in a job: set only together with EnvRank
+	required bool // must be set when EnvRank is
+	secret   bool // its value never appears in messages
+	get      func(e *WorkerEnv) string
+	set      func(e *WorkerEnv, s string) error
+}
+
+// quote shows a value in an error message, hiding a secret one.
+func (v envVar) quote(s string) string {
+	if v.secret {
+		return fmt.Sprintf("<%d characters, redacted>", len(s))
+	}
+	return strconv.Quote(clip(s, maxQuoted))
+}
+
+// envVars lists the contract: every variable, in the order Environ writes them.
+func envVars() []envVar {
+	return []envVar{
+		rankVar(EnvRank, func(e *WorkerEnv) *int { return &e.Rank }),
+		rankVar(EnvSize, func(e *WorkerEnv) *int { return &e.Size }),
+		rankVar(EnvLocalRank, func(e *WorkerEnv) *int { return &e.LocalRank }),
+		rankVar(EnvLocalSize, func(e *WorkerEnv) *int { return &e.LocalSize }),
+		rankVar(EnvCrossRank, func(e *WorkerEnv) *int { return &e.CrossRank }),
+		rankVar(EnvCrossSize, func(e *WorkerEnv) *int { return &e.CrossSize }),
+		stringVar(EnvHostname, func(e *WorkerEnv) *string { return &e.Hostname }),
+		identityVar(stringVar(EnvRendezvousAddr, func(e *WorkerEnv) *string { return &e.RendezvousAddr })),
+		identityVar(secretVar(EnvSecret)),
+		stringVar(EnvBindAddr, func(e *WorkerEnv) *string { return &e.BindAddr }),
+		durationVar(EnvStartTimeout, func(e *WorkerEnv) *time.Duration { return &e.StartTimeout }),
+		int64Var(EnvFusionThreshold, func(e *WorkerEnv) *int64 { return &e.FusionThreshold }),
+		durationVar(EnvCycleTime, func(e *WorkerEnv) *time.Duration { return &e.CycleTime }),
+		intVar(EnvCacheCapacity, func(e *WorkerEnv) *int { return &e.CacheCapacity }),
+		durationVar(EnvStallCheckTime, func(e *WorkerEnv) *time.Duration { return &e.StallWarning }),
+		durationVar(EnvStallShutdownTime, func(e *WorkerEnv) *time.Duration { return &e.StallShutdown }),
+		stringVar(EnvTimeline, func(e *WorkerEnv) *string { return &e.TimelinePath }),
+		stringVar(EnvLogLevel, func(e *WorkerEnv) *string { return &e.LogLevel }),
+		durationVar(EnvOpTimeout, func(e *WorkerEnv) *time.Duration { return &e.OpTimeout }),
+	}
+}
+
+// rankVar is a required identity integer (ranks and sizes).
+func rankVar(name string, field func(*WorkerEnv) *int) envVar {
+	v := identityVar(intVar(name, field))
+	v.required = true
+	return v
+}
+
+// identityVar marks v as part of a rank's identity.
+func identityVar(v envVar) envVar {
+	v.identity = true
+	return v
+}
+
+// intVar binds a decimal int.
+func intVar(name string, field func(*WorkerEnv) *int) envVar {
+	return envVar{name: name,
+		get: func(e *WorkerEnv) string { return strconv.Itoa(*field(e)) },
+		set: func(e *WorkerEnv, s string) (err error) { *field(e), err = parseInt[int](s); return err },
+	}
+}
+
+// int64Var binds a decimal int64.
+func int64Var(name string, field func(*WorkerEnv) *int64) envVar {
+	return envVar{name: name,
+		get: func(e *WorkerEnv) string { return strconv.FormatInt(*field(e), 10) },
+		set: func(e *WorkerEnv, s string) (err error) { *field(e), err = parseInt[int64](s); return err },
+	}
+}
+
+// parseInt parses a decimal integer, explaining a failure without repeating s.
+func parseInt[T int | int64](s string) (T, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err == nil && int64(T(n)) != n || errors.Is(err, strconv.ErrRange) {
+		return 0, errors.New("integer out of range")
+	}
+	if err != nil {
+		return 0, errors.New("not a decimal integer")
+	}
+	return T(n), nil
+}
+
+// durationVar binds a Go duration ("1ms", "60s", "1m30s").
+func durationVar(name string, field func(*WorkerEnv) *time.Duration) envVar {
+	return envVar{name: name,
+		get: func(e *WorkerEnv) string { return field(e).String() },
+		set: func(e *WorkerEnv, s string) error {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return errors.New(`not a Go duration such as "1ms", "60s" or "1m30s"`)
+			}
+			*field(e) = d
+			return nil
+		},
+	}
+}
+
+// stringVar binds a string taken as is.
+func stringVar(name string, field func(*WorkerEnv) *string) envVar {
+	return envVar{name: name,
+		get: func(e *WorkerEnv) string { return *field(e) },
+		set: func(e *WorkerEnv, s string) error { *field(e) = s; return nil },
+	}
+}
+
+// secretVar binds the job secret, hex-encoded.
+func secretVar(name string) envVar {
+	return envVar{name: name, secret: true,
+		get: func(e *WorkerEnv) string { return hex.EncodeToString(e.Secret) },
+		set: func(e *WorkerEnv, s string) error {
+			b, err := hex.DecodeString(s)
+			if err != nil {
+				return errors.New("not hexadecimal")
+			}
+			e.Secret = b
+			return nil
+		},
+	}
+}

@@ -1,0 +1,231 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// killWait bounds how long Launch waits for ranks to be gone after SIGKILL
+// before it gives up on them.
+const killWait = 2 * time.Second
+
+// aborter is the part of the rendezvous server that the job uses.
+type aborter interface{ Abort(reason string) }
+
+// job is a launched set of ranks: it starts them, watches them, and stops
+// them all at the first failure. It is used by one goroutine, Launch's;
+// each started rank adds one goroutine that waits for it.
+type job struct {
+	cfg     Config
+	log     *slog.Logger
+	srv     aborter
+	out     *output
+	slots   []Slot
+	ranks   []*rankProc // by rank; nil until started
+	exits   chan rankExit
+	running int // ranks started and not yet exited
+
+	failure  error // what stopped the job: first failed rank, spawn error or interrupt
+	stopping int   // ranks that were running when the stop began
+	killed   int   // ranks that needed SIGKILL
+}
+
+// rankProc is a started rank.
+type rankProc struct {
+	slot Slot
+	proc Process
+	out  *rankOutput
+	done bool
+}
+
+// rankExit is the outcome of one rank's Process.Wait.
+type rankExit struct {
+	rank int
+	err  error
+}
+
+func newJob(cfg Config, log *slog.Logger, srv aborter, out *output, slots []Slot) *job {
+	return &job{
+		cfg: cfg, log: log, srv: srv, out: out, slots: slots,
+		ranks: make([]*rankProc, len(slots)),
+		exits: make(chan rankExit, len(slots)),
+	}
+}
+
+// spawnAll starts every rank in order and returns the first spawn error.
+// It stops early, without error, when ctx ends (watch reports that).
+func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(string) Spawner) error {
+	forward := forwardedEnv(j.cfg.ForwardEnv)
+	for _, s := range j.slots {
+		if ctx.Err() != nil {
+			return nil
+		}
+		c := Command{
+			Argv: j.cfg.Command,
+			Env:  append(append([]string(nil), forward...), env.ForSlot(s).Environ()...),
+			Dir:  j.cfg.Dir,
+		}
+		if err := j.spawn(ctx, s, c, len(forward), spawnerFor(s.Host)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// spawn starts the rank of slot s and a goroutine that waits for it. The
+// first nForward entries of c.Env are -x variables, logged by name only.
+func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spawner) error {
+	out, err := j.out.open(s.Rank)
+	if err != nil {
+		return err
+	}
+	if j.cfg.Verbose {
+		j.log.Info("gorun: spawn", "rank", s.Rank, "host", s.Host, "argv", c.Argv, "dir", c.Dir,
+			"env", RedactEnviron(c.Env[nForward:]), "forward", forwardNames(c.Env[:nForward]))
+	}
+	p, err := sp.Spawn(ctx, s, c, out.Stdout, out.Stderr)
+	if err != nil {
+		_ = out.close()
+		return err
+	}
+	j.ranks[s.Rank] = &rankProc{slot: s, proc: p, out: out}
+	j.running++
+	go func() { // "rank-<R>-wait": ends when the rank has exited
+		j.exits <- rankExit{rank: s.Rank, err: p.Wait()}
+	}()
+	return nil
+}
+
+// watch waits for every started rank to exit. spawnErr, if not nil, is a
+// spawn failure that stops the job at once. It returns nil when every rank
+// succeeded, else the error that stopped the job.
+func (j *job) watch(ctx context.Context, spawnErr error) error {
+	var grace, giveUp <-chan time.Time
+	switch {
+	case spawnErr != nil:
+		grace = j.stop(spawnErr)
+	case ctx.Err() != nil: // spawnAll stopped early
+		grace = j.stop(interrupted(ctx))
+	}
+	done := ctx.Done()
+	for j.running > 0 {
+		select {
+		case ex := <-j.exits:
+			j.exited(ex)
+			if ex.err != nil && j.failure == nil {
+				grace = j.stop(ex.err)
+			}
+		case <-done:
+			done = nil
+			if j.failure == nil {
+				grace = j.stop(interrupted(ctx))
+			}
+		case <-grace:
+			grace, giveUp = nil, j.killAll()
+		case <-giveUp:
+			return j.result(fmt.Errorf("%d %s did not exit within %v of SIGKILL", j.running, plural(j.running, "rank"), killWait))
+		}
+	}
+	return j.result(nil)
+}
+
+// interrupted is the error of a job stopped because ctx ended.
+func interrupted(ctx context.Context) error {
+	return fmt.Errorf("%w (%w)", ErrInterrupted, context.Cause(ctx))
+}
+
+// exited records the exit of a rank and closes its output.
+func (j *job) exited(ex rankExit) {
+	r := j.ranks[ex.rank]
+	r.done = true
+	j.running--
+	if err := r.out.close(); err != nil {
+		j.log.Warn("gorun: rank output", "rank", ex.rank, "err", err)
+	}
+	if ex.err != nil && j.failure != nil {
+		j.log.Info("gorun: rank stopped", "rank", ex.rank, "host", r.slot.Host, "err", ex.err)
+	}
+}
+
+// stop begins stopping the job because of cause: it aborts the rendezvous
+// and sends SIGTERM to every running rank. The returned channel fires when
+// the grace period is over.
+func (j *job) stop(cause error) <-chan time.Time {
+	j.failure = cause
+	j.stopping = j.running
+	j.srv.Abort(strings.TrimPrefix(cause.Error(), "runner: "))
+	j.log.Info("gorun: stopping the job", "cause", cause, "running", j.running)
+	for _, r := range j.live() {
+		if err := r.proc.Signal(syscall.SIGTERM); err != nil {
+			j.log.Info("gorun: SIGTERM", "rank", r.slot.Rank, "err", err)
+		}
+	}
+	return time.After(j.cfg.GracePeriod)
+}
+
+// killAll sends SIGKILL to every rank still running. The returned channel
+// fires when Launch stops waiting for them.
+func (j *job) killAll() <-chan time.Time {
+	for _, r := range j.live() {
+		j.killed++
+		j.log.Info("gorun: rank did not stop in time; killing it", "rank", r.slot.Rank, "grace", j.cfg.GracePeriod)
+		if err := r.proc.Kill(); err != nil {
+			j.log.Warn("gorun: SIGKILL", "rank", r.slot.Rank, "err", err)
+		}
+	}
+	return time.After(killWait)
+}
+
+// live returns the ranks started and not yet exited.
+func (j *job) live() []*rankProc {
+	var rs []*rankProc
+	for _, r := range j.ranks {
+		if r != nil && !r.done {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// result is Launch's error: nil for a successful job, else the cause with
+// what was done about the other ranks. stuck, if not nil, says that some
+// ranks could not be confirmed gone.
+func (j *job) result(stuck error) error {
+	if j.failure == nil {
+		return nil
+	}
+	var what string
+	switch {
+	case j.stopping == 0 && stuck == nil:
+		return j.failure
+	case errors.Is(j.failure, ErrInterrupted):
+		what = fmt.Sprintf("stopped %d running %s", j.stopping, plural(j.stopping, "rank"))
+	case j.stopping == 1:
+		what = "stopped the other rank"
+	default:
+		what = fmt.Sprintf("stopped the other %d ranks", j.stopping)
+	}
+	if j.killed > 0 {
+		what += fmt.Sprintf(" (%d with SIGKILL after the %v grace period)", j.killed, j.cfg.GracePeriod)
+	}
+	if stuck != nil {
+		return fmt.Errorf("%w; %s; %w", j.failure, what, stuck)
+	}
+	return fmt.Errorf("%w; %s", j.failure, what)
+}
+
+// plural returns word, with an "s" unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

@@ -1,0 +1,171 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/gorovod/gorovod/runner/rendezvous"
+)
+
+// Launch runs the job that cfg describes and returns when every rank has
+// exited.
+//
+// It validates cfg, assigns ranks to slots, checks remote hosts (when their
+// spawner is a HostChecker), makes the job secret, starts the rendezvous
+// service, and starts one rank per slot with its WorkerEnv. Their output is
+// prefixed onto cfg.Stdout and cfg.Stderr (and copied to cfg.OutputDir).
+//
+// Launch returns nil when every rank exits with status 0. The first rank to
+// fail (exit non-zero, die by a signal, or fail to start) stops the job:
+// Launch aborts the rendezvous, sends SIGTERM to every other rank, SIGKILL
+// after cfg.GracePeriod, and returns an error that wraps the rank's
+// *ExitError. When ctx ends, Launch stops every rank the same way and
+// returns an error wrapping ErrInterrupted. Configuration errors come back
+// before anything starts (see Config.Validate).
+func Launch(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	slots, err := Assign(cfg.hosts(), cfg.NP)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger()
+	spawnerFor := cfg.spawnerFor()
+	if cfg.Verbose {
+		logPlan(log, slots)
+	}
+	if err := preflight(ctx, cfg, slots, spawnerFor); err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx)
+		}
+		return err
+	}
+	env, srv, err := startRendezvous(cfg, slots, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	out, err := newOutput(cfg.Stdout, cfg.Stderr, cfg.OutputDir, len(slots))
+	if err != nil {
+		return err
+	}
+	j := newJob(cfg, log, srv, out, slots)
+	return j.watch(ctx, j.spawnAll(ctx, env, spawnerFor))
+}
+
+// withDefaults fills in the writers, and the working directory.
+func (c Config) withDefaults() (Config, error) {
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
+	if c.Stderr == nil {
+		c.Stderr = os.Stderr
+	}
+	if c.Dir == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			return c, fmt.Errorf("runner: working directory: %w", err)
+		}
+		c.Dir = dir
+	}
+	return c, nil
+}
+
+// logger returns c.Logger, or a text logger on c.Stderr.
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	level := slog.LevelWarn
+	if c.Verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// logPlan logs where each rank runs.
+func logPlan(log *slog.Logger, slots []Slot) {
+	for _, s := range slots {
+		log.Info("gorun: slot", "rank", s.Rank, "size", s.Size, "host", s.Host,
+			"local_rank", s.LocalRank, "local_size", s.LocalSize,
+			"cross_rank", s.CrossRank, "cross_size", s.CrossSize)
+	}
+}
+
+// preflight checks the hosts of the job, within the start timeout.
+func preflight(ctx context.Context, c Config, slots []Slot, spawnerFor func(string) Spawner) error {
+	ctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
+	defer cancel()
+	hosts := UsedHosts(slots)
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.Name
+	}
+	return checkHosts(ctx, names, spawnerFor)
+}
+
+// startRendezvous makes the job secret and starts the rendezvous service,
+// and returns the environment that every rank shares (knobs, address,
+// secret).
+func startRendezvous(c Config, slots []Slot, log *slog.Logger) (WorkerEnv, *rendezvous.Server, error) {
+	addr, err := c.listenAddr()
+	if err != nil {
+		return WorkerEnv{}, nil, err
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		return WorkerEnv{}, nil, err
+	}
+	hosts := make([]string, len(slots))
+	for i, s := range slots {
+		hosts[i] = s.Host
+	}
+	srvLog := slog.New(slog.DiscardHandler) // its warnings repeat Launch's errors
+	if c.Verbose {
+		srvLog = log
+	}
+	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{
+		Addr: addr, Secret: secret, Size: len(slots), Hosts: hosts, Logger: srvLog,
+	})
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		return WorkerEnv{}, nil, fmt.Errorf("runner: rendezvous service: %w", err)
+	}
+	env := c.jobEnv()
+	env.RendezvousAddr = srv.Addr()
+	env.Secret = secret
+	return env, srv, nil
+}
+
+// forwardedEnv returns the -x variables as "NAME=value" entries: NAME=value
+// entries as they are, bare names with gorun's value (skipped when unset).
+func forwardedEnv(forward []string) []string {
+	var kv []string
+	for _, entry := range forward {
+		if strings.Contains(entry, "=") {
+			kv = append(kv, entry)
+		} else if v, ok := os.LookupEnv(entry); ok {
+			kv = append(kv, entry+"="+v)
+		}
+	}
+	return kv
+}
+
+// forwardNames returns the names of "NAME=value" entries.
+func forwardNames(kv []string) []string {
+	names := make([]string, len(kv))
+	for i, e := range kv {
+		names[i], _, _ = strings.Cut(e, "=")
+	}
+	return names
+}

@@ -1,0 +1,197 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// maxLineLen bounds how much of a line is held back: a longer line is
+// passed on in pieces of this size (not counting its '\n').
+const maxLineLen = 64 << 10
+
+// lineWriter is an io.Writer that hands whole lines, each ending in '\n',
+// to emit, keeping an unfinished line until it is completed or Flush. It
+// never fails, so that a copier feeding it never stops reading a rank's
+// pipe (which would block the rank). Safe for concurrent use.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	emit func(line []byte) // must not keep line
+}
+
+func newLineWriter(emit func(line []byte)) *lineWriter {
+	return &lineWriter{emit: emit}
+}
+
+// Write passes on every line that p completes and keeps the rest.
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		room := maxLineLen - len(w.buf)
+		i := bytes.IndexByte(p, '\n')
+		switch {
+		case i >= 0 && i <= room: // p completes a line
+			line := p[:i+1]
+			p = p[i+1:]
+			if len(w.buf) == 0 {
+				w.emit(line)
+				continue
+			}
+			w.buf = append(w.buf, line...)
+			w.emitBuf()
+		case len(p) < room: // p leaves the line unfinished
+			w.buf = append(w.buf, p...)
+			p = nil
+		default: // the line is too long: pass on a piece
+			w.buf = append(w.buf, p[:room]...)
+			p = p[room:]
+			w.emitBuf()
+		}
+	}
+	return n, nil
+}
+
+// Flush passes on an unfinished last line, as it is (without '\n').
+func (w *lineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.emitBuf()
+	}
+}
+
+func (w *lineWriter) emitBuf() {
+	w.emit(w.buf)
+	w.buf = w.buf[:0]
+}
+
+// syncWriter is one of gorun's own output streams, shared by all ranks:
+// each line goes out in a single Write under a lock that both streams
+// share, so lines never mix, not even when stdout and stderr are one file.
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+// writeLine writes prefix and line, ending the line with '\n' if it lacks
+// one. Write errors are dropped: there is nowhere better to report them.
+func (s *syncWriter) writeLine(prefix string, line []byte) {
+	buf := make([]byte, 0, len(prefix)+len(line)+1)
+	buf = append(buf, prefix...)
+	if len(line) == 0 || line[0] == '\n' {
+		buf = bytes.TrimSuffix(buf, []byte(" "))
+	}
+	buf = append(buf, line...)
+	if len(line) == 0 || line[len(line)-1] != '\n' {
+		buf = append(buf, '\n')
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.w.Write(buf)
+}
+
+// output fans the ranks' streams into gorun's stdout and stderr, each line
+// prefixed "[R]<stdout>: " or "[R]<stderr>: ", and, with a directory, into
+// DIR/rank.R/stdout and DIR/rank.R/stderr as well.
+type output struct {
+	stdout, stderr *syncWriter
+	dir            string
+	width          int // digits in rank directory names (rank.07 when size > 10)
+}
+
+// newOutput prepares the output of a job of size ranks; dir may be "".
+func newOutput(stdout, stderr io.Writer, dir string, size int) (*output, error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("runner: output directory: %w", err)
+		}
+	}
+	mu := new(sync.Mutex)
+	return &output{
+		stdout: &syncWriter{mu: mu, w: stdout},
+		stderr: &syncWriter{mu: mu, w: stderr},
+		dir:    dir,
+		width:  len(strconv.Itoa(max(size-1, 0))),
+	}, nil
+}
+
+// rankOutput is where one rank's standard output and error go.
+type rankOutput struct {
+	Stdout, Stderr *rankStream
+}
+
+// open creates the streams of rank (and its files, with a directory).
+func (o *output) open(rank int) (*rankOutput, error) {
+	var files [2]*os.File
+	if o.dir != "" {
+		dir := filepath.Join(o.dir, fmt.Sprintf("rank.%0*d", o.width, rank))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("runner: output of rank %d: %w", rank, err)
+		}
+		for i, name := range []string{"stdout", "stderr"} {
+			f, err := os.Create(filepath.Join(dir, name))
+			if err != nil {
+				closeFiles(files[:i])
+				return nil, fmt.Errorf("runner: output of rank %d: %w", rank, err)
+			}
+			files[i] = f
+		}
+	}
+	r := strconv.Itoa(rank)
+	return &rankOutput{
+		Stdout: newRankStream(o.stdout, "["+r+"]<stdout>: ", files[0]),
+		Stderr: newRankStream(o.stderr, "["+r+"]<stderr>: ", files[1]),
+	}, nil
+}
+
+// close flushes both streams and closes their files.
+func (r *rankOutput) close() error {
+	return errors.Join(r.Stdout.close(), r.Stderr.close())
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// rankStream is one stream of one rank: an io.Writer that prefixes each
+// line onto a shared stream and copies it, unprefixed, to a file.
+type rankStream struct {
+	*lineWriter
+	file    *os.File // nil without an output directory
+	fileErr error    // first error writing file
+}
+
+func newRankStream(term *syncWriter, prefix string, file *os.File) *rankStream {
+	s := &rankStream{file: file}
+	s.lineWriter = newLineWriter(func(line []byte) {
+		term.writeLine(prefix, line)
+		if s.file != nil && s.fileErr == nil {
+			_, s.fileErr = s.file.Write(line)
+		}
+	})
+	return s
+}
+
+// close flushes an unfinished line and closes the file, returning the first
+// error writing or closing it.
+func (s *rankStream) close() error {
+	s.Flush()
+	if s.file == nil {
+		return nil
+	}
+	err := errors.Join(s.fileErr, s.file.Close())
+	if err != nil {
+		return fmt.Errorf("runner: %s: %w", s.file.Name(), err)
+	}
+	return nil
+}

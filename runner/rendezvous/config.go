@@ -1,0 +1,84 @@
+package rendezvous
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gorovod/gorovod/internal/auth"
+)
+
+// DefaultHandshakeTimeout bounds the authentication handshake of one
+// connection when no timeout is configured.
+const DefaultHandshakeTimeout = 5 * time.Second
+
+// ServerConfig configures a rendezvous Server.
+//
+// Its String, GoString and LogValue methods leave the secret out, so a
+// config may be printed or logged.
+type ServerConfig struct {
+	// Addr is the TCP address to listen on, "127.0.0.1:0" style; port 0
+	// picks a free port (read it back with Server.Addr).
+	Addr string
+	// Secret is the 32-byte job secret (auth.SecretSize).
+	Secret []byte
+	// Size is the number of ranks that must register.
+	Size int
+	// Hosts, if not nil, holds the planned host of each rank (len Size);
+	// it names the hosts of missing ranks in error messages.
+	Hosts []string
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// HandshakeTimeout bounds each connection's authentication;
+	// zero means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+}
+
+// validate checks every invariant and reports the first violated one.
+func (c *ServerConfig) validate() error {
+	switch {
+	case c.Addr == "":
+		return fmt.Errorf("%w: empty listen address", ErrConfig)
+	case len(c.Secret) != auth.SecretSize:
+		return fmt.Errorf("%w: secret is %d bytes, want %d", ErrConfig, len(c.Secret), auth.SecretSize)
+	case c.Size < 1:
+		return fmt.Errorf("%w: size %d, want at least 1", ErrConfig, c.Size)
+	case c.Hosts != nil && len(c.Hosts) != c.Size:
+		return fmt.Errorf("%w: %d hosts for %d ranks", ErrConfig, len(c.Hosts), c.Size)
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("%w: negative handshake timeout %s", ErrConfig, c.HandshakeTimeout)
+	}
+	return nil
+}
+
+// withDefaults returns a copy with zero fields filled in and slices copied.
+func (c ServerConfig) withDefaults() ServerConfig {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	c.Secret = append([]byte(nil), c.Secret...)
+	c.Hosts = append([]string(nil), c.Hosts...)
+	return c
+}
+
+// String describes the config without the secret.
+func (c ServerConfig) String() string {
+	return fmt.Sprintf("rendezvous.ServerConfig{Addr:%q Size:%d Hosts:%q Secret:[redacted] HandshakeTimeout:%s}",
+		c.Addr, c.Size, c.Hosts, c.HandshakeTimeout)
+}
+
+// GoString is String, so %#v does not print the secret either.
+func (c ServerConfig) GoString() string { return c.String() }
+
+// LogValue lets slog log a config without its secret.
+func (c ServerConfig) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.Int("size", c.Size),
+		slog.Any("hosts", c.Hosts),
+		slog.Duration("handshake_timeout", c.HandshakeTimeout),
+	)
+}

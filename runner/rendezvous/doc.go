@@ -1,0 +1,55 @@
+// Package rendezvous is gorovod's control-plane rendezvous: the launcher
+// (gorun) runs a Server, and every rank is a Client that registers its
+// data-plane address and reads back the table of all peers.
+//
+// # Transport and security
+//
+// The service runs on github.com/valyala/gorpc over TCP, without
+// compression. Every connection starts with the mutual HMAC-SHA256
+// challenge–response of internal/auth over the 32-byte job secret, inside
+// gorpc's OnConnect hook and under a deadline, before gorpc reads a byte.
+// Each side binds a protocol name into its proof
+// ("gorovod-rendezvous-client/1", "gorovod-rendezvous-server/1"), so a
+// data-plane peer cannot talk to the rendezvous by mistake. The server drops a peer that fails, logging only
+// its remote address; the secret never appears in logs or errors. Server
+// Stop closes connections still inside the handshake, so a silent peer
+// cannot hold it. The client dials with back-off (50 ms doubling to 1 s),
+// never in a tight loop.
+//
+// # Calls
+//
+// All calls go through a gorpc Dispatcher service named "Rendezvous":
+//
+//	Register(rank, host, addr)   record a rank; same address again is a no-op,
+//	                             another address for the rank is ErrConflict
+//	PeerTable(wait) → ready, []Peer
+//	                             held by the server until all Size ranks
+//	                             registered, or up to wait (≤ MaxWait)
+//	Missing() → []Peer           ranks not registered yet, with planned hosts
+//	Set(key, value)              small key-value store (coordinator address,
+//	Get(key, wait) → found, value   small broadcasts); Get is held like PeerTable
+//	Ping()                       heartbeat
+//
+// Blocking calls are bounded where they wait: a client asks with a short
+// wait (500 ms) and asks again until its context ends, so a server never
+// holds a call for a client that gave up. When the context ends,
+// Client.PeerTable asks Missing and fails with a *MissingError such as
+// "rendezvous: ranks 2 (host b), 3 (host b) never registered within 30s".
+//
+// Errors returned by handlers travel as text and become the same sentinel
+// (ErrConflict, ErrAborted, ErrBadRequest, ErrStopped) on the client.
+//
+// # Liveness and abort
+//
+// gorpc has no server push, so a rank learns about the launcher by
+// polling: Client.Watch pings every interval and calls its onLost function
+// once when the server has not answered for a grace period (the launcher
+// died) or when Server.Abort was called (every later and every blocked call
+// then fails with ErrAborted and the launcher's reason).
+//
+// # Goroutines
+//
+// Server.Start and Dial each create one owner goroutine, the only one
+// that calls gorpc's Start and Stop (gorpc races otherwise). Server.Stop
+// and Client.Close return when their goroutines are gone.
+package rendezvous

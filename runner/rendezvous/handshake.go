@@ -1,0 +1,103 @@
+package rendezvous
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/gorovod/gorovod/internal/auth"
+)
+
+// onConnect is the server's gorpc OnConnect hook: the mutual HMAC
+// handshake, under HandshakeTimeout, before gorpc reads any byte. A peer
+// that fails it is logged (remote address only) and dropped. Stop closes
+// connections still inside the handshake, so it never waits for the
+// deadline.
+func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteCloser, error) {
+	conn, ok := rwc.(net.Conn)
+	if !ok {
+		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
+	}
+	if !s.handshakes.add(conn) {
+		return nil, ErrStopped
+	}
+	defer s.handshakes.remove(conn)
+	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
+	hello, err := auth.Server(conn, s.cfg.Secret, []byte(helloServer), deadline)
+	if err == nil && string(hello) != helloClient {
+		err = fmt.Errorf("%w: peer speaks %q, not the rendezvous protocol", auth.ErrAuth, hello)
+	}
+	if err != nil {
+		if !s.handshakes.isClosed() {
+			s.log.Warn("rendezvous: rejected connection", "remote", remote, "err", err)
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrAuth, remote, err)
+	}
+	return conn, nil
+}
+
+// onConnect is the client's gorpc OnConnect hook: the dialing side of the
+// handshake. Its outcome feeds the link state (Dial waits on it, errors
+// quote it, the back-off counts failures).
+func (c *Client) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteCloser, error) {
+	conn, ok := rwc.(auth.Conn)
+	if !ok {
+		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
+	}
+	deadline := time.Now().Add(c.opts.handshakeTimeout)
+	hello, err := auth.Client(conn, c.secret, []byte(helloClient), deadline)
+	if err == nil && string(hello) != helloServer {
+		err = fmt.Errorf("%w: server speaks %q, not the rendezvous protocol", auth.ErrAuth, hello)
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: handshake with %s: %w", ErrAuth, c.addr, err)
+		if c.life.Err() == nil {
+			c.log.Warn("rendezvous: handshake failed", "server", c.addr, "err", err)
+			c.link.failed(err, true)
+		}
+		return nil, err
+	}
+	c.link.connected()
+	c.log.Debug("rendezvous: connected", "server", c.addr)
+	return rwc, nil
+}
+
+// dial is the client's gorpc Dial function. It retries refused
+// connections itself, with back-off, until it has a connection or the
+// client closes: gorpc would otherwise redial at once after a failed
+// handshake. Connections are tracked so Close can close one that races it.
+func (c *Client) dial(addr string) (io.ReadWriteCloser, error) {
+	for {
+		if err := c.link.pace(c.life); err != nil {
+			return nil, err
+		}
+		d := net.Dialer{Timeout: c.opts.handshakeTimeout, KeepAlive: 15 * time.Second}
+		conn, err := d.DialContext(c.life, "tcp", addr)
+		if err != nil {
+			if c.life.Err() != nil {
+				return nil, ErrClosed
+			}
+			c.link.failed(fmt.Errorf("%w: dial %s: %w", ErrUnreachable, addr, err), false)
+			c.log.Debug("rendezvous: dial failed", "server", addr, "err", err)
+			continue
+		}
+		tc := &trackedConn{Conn: conn, set: &c.conns}
+		if !c.conns.add(tc) {
+			return nil, ErrClosed
+		}
+		return tc, nil
+	}
+}
+
+// trackedConn leaves its connSet when gorpc closes it.
+type trackedConn struct {
+	net.Conn
+	set *connSet
+}
+
+// Close untracks and closes the connection.
+func (t *trackedConn) Close() error {
+	t.set.remove(t)
+	return t.Conn.Close()
+}

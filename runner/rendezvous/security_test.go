@@ -1,0 +1,146 @@
+package rendezvous
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/internal/auth"
+)
+
+// assertNoSecret fails if text contains secret in any common encoding.
+func assertNoSecret(t *testing.T, what, text string, secret []byte) {
+	t.Helper()
+	for _, enc := range []string{
+		string(secret), hex.EncodeToString(secret), base64.StdEncoding.EncodeToString(secret),
+		fmt.Sprint(secret), fmt.Sprintf("%x", secret[:8]),
+	} {
+		if strings.Contains(text, enc) {
+			t.Errorf("%s contains the secret (%q…)", what, enc[:min(len(enc), 12)])
+		}
+	}
+}
+
+func TestWrongSecretRejected(t *testing.T) {
+	var logs logBuf
+	secret, wrong := newSecret(t), newSecret(t)
+	s := startServer(t, ServerConfig{Secret: secret, Size: 1, Logger: logs.logger()})
+	start := time.Now()
+	c, err := Dial(ctxFor(t, 5*time.Second), s.Addr(), wrong)
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial with a wrong secret succeeded")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Dial took %s to give up", d)
+	}
+	if !errors.Is(err, ErrAuth) || !errors.Is(err, auth.ErrAuth) || !strings.Contains(err.Error(), "authentication") {
+		t.Errorf("Dial error %q does not report an authentication failure", err)
+	}
+	attempts := strings.Count(logs.String(), "rejected connection")
+	time.Sleep(200 * time.Millisecond)
+	if n := strings.Count(logs.String(), "rejected connection"); n > 4 || n != attempts {
+		t.Errorf("%d rejected handshakes (%d at Dial's return): the client spins", n, attempts)
+	}
+	if !strings.Contains(logs.String(), "level=WARN msg=\"rendezvous: rejected connection\" remote=127.0.0.1:") {
+		t.Errorf("no Warn with the remote address in logs:\n%s", logs.String())
+	}
+	if n := s.calls.Load(); n != 0 {
+		t.Errorf("%d handler calls from an unauthenticated client", n)
+	}
+	assertNoSecret(t, "logs", logs.String(), secret)
+	assertNoSecret(t, "logs", logs.String(), wrong)
+	assertNoSecret(t, "error", err.Error(), wrong)
+}
+
+func TestGarbageConnectionRejected(t *testing.T) {
+	var logs logBuf
+	secret := newSecret(t)
+	s := startServer(t, ServerConfig{Secret: secret, Size: 1, Logger: logs.logger()})
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Something that is not the handshake: gorpc's own compression byte
+	// followed by junk, as a hook-less gorpc client would send.
+	conn.Write(append([]byte{0}, []byte(strings.Repeat("not a handshake ", 8))...))
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(conn); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("server did not close the connection: %v", err) // EOF or reset are fine
+	}
+	if !strings.Contains(logs.String(), "bad magic") {
+		t.Errorf("no rejection logged:\n%s", logs.String())
+	}
+	if n := s.calls.Load(); n != 0 {
+		t.Errorf("%d handler calls from a garbage connection", n)
+	}
+}
+
+func TestSilentConnectionDoesNotBlockStop(t *testing.T) {
+	secret := newSecret(t)
+	s := startServer(t, ServerConfig{Secret: secret, Size: 1, HandshakeTimeout: 10 * time.Second})
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	challenge := make([]byte, 36) // the server is inside the handshake once it sent this
+	if _, err := io.ReadFull(conn, challenge); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.Stop()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Stop waited %s for a silent connection", d)
+	}
+}
+
+func TestHandshakeDeadlineDropsSilentPeer(t *testing.T) {
+	var logs logBuf
+	secret := newSecret(t)
+	s := startServer(t, ServerConfig{Secret: secret, Size: 1, Logger: logs.logger(), HandshakeTimeout: 150 * time.Millisecond})
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("server kept a silent connection: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("silent peer dropped after %s", d)
+	}
+	if !strings.Contains(logs.String(), "rejected connection") {
+		t.Errorf("drop not logged:\n%s", logs.String())
+	}
+}
+
+func TestSecretNeverShown(t *testing.T) {
+	var logs logBuf
+	secret := newSecret(t)
+	cfg := ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: 2, Logger: logs.logger()}
+	s := startServer(t, cfg)
+	c := dial(t, s.Addr(), secret, WithLogger(logs.logger()))
+	ctx := ctxFor(t, 5*time.Second)
+	if err := c.Register(ctx, 0, "a", "x:1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.PeerTable(ctxFor(t, 100*time.Millisecond))
+	logs.logger().Info("config", "cfg", cfg, "server", s, "client", c)
+	text := fmt.Sprintf("%v %+v %#v %s %v %+v %#v %#v %v", cfg, cfg, cfg, cfg, s, c, s, c, err)
+	assertNoSecret(t, "formatted values", text, secret)
+	assertNoSecret(t, "logs", logs.String(), secret)
+	if !strings.Contains(text, "[redacted]") {
+		t.Errorf("config does not say the secret is redacted: %s", text)
+	}
+}

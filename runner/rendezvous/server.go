@@ -1,0 +1,155 @@
+package rendezvous
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/valyala/gorpc"
+)
+
+// Server is the rendezvous service that the launcher runs: ranks register
+// their data-plane addresses with it and read back the full peer table.
+//
+// NewServer, then Start; Stop ends it. One owner goroutine, created by
+// Start, calls gorpc's Start and Stop, as gorpc requires.
+type Server struct {
+	cfg   ServerConfig
+	log   *slog.Logger
+	board *board
+	rpc   *gorpc.Server
+
+	handlers   gate          // running service calls
+	handshakes connSet       // connections inside the auth handshake
+	stopping   chan struct{} // closed by Stop: wakes blocked calls
+	done       chan struct{} // closed when the owner goroutine is gone
+	calls      atomic.Int64  // service calls admitted (for tests)
+
+	mu      sync.Mutex
+	spawned bool // Start ran the owner goroutine (which closes done)
+	addr    string
+	stop    sync.Once
+}
+
+// NewServer validates cfg and prepares a server; it does not listen yet.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		board:    newBoard(cfg.Size, cfg.Hosts),
+		stopping: make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	s.rpc = &gorpc.Server{
+		Addr:      cfg.Addr,
+		Handler:   newDispatcher(&service{s: s}).NewHandlerFunc(),
+		OnConnect: s.onConnect,
+		LogError:  debugLogger(s.log),
+	}
+	return s, nil
+}
+
+// Start listens on the configured address and serves in the background.
+// It returns an error if listening fails or the server was started or
+// stopped before; a server whose Start failed cannot be started again.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stopping:
+		return fmt.Errorf("%w: Start after Stop", ErrStopped)
+	default:
+	}
+	if s.spawned {
+		return fmt.Errorf("%w: Start called twice", ErrConfig)
+	}
+	s.spawned = true
+	errc := make(chan error, 1)
+	go s.own(errc)
+	if err := <-errc; err != nil {
+		return fmt.Errorf("%w: listen on %s: %v", ErrConfig, s.cfg.Addr, err)
+	}
+	s.log.Info("rendezvous: listening", "addr", s.addr, "size", s.cfg.Size)
+	return nil
+}
+
+// own is the owner goroutine ("rendezvous-server"): the only goroutine that
+// calls gorpc's Start and Stop. It reports Start's outcome on errc, then
+// waits for Stop.
+func (s *Server) own(errc chan<- error) {
+	defer close(s.done)
+	if err := s.rpc.Start(); err != nil {
+		errc <- err
+		return
+	}
+	s.addr = s.rpc.Listener.ListenAddr().String()
+	errc <- nil
+	<-s.stopping
+	s.handshakes.closeAll()
+	s.rpc.Stop()
+	s.handlers.wait()
+}
+
+// Addr is the address the server listens on, with the real port; empty
+// before Start.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Stop wakes blocked calls, closes every connection and returns when the
+// server's goroutines are gone. It is idempotent and safe from any
+// goroutine.
+func (s *Server) Stop() {
+	s.stop.Do(func() {
+		s.mu.Lock()
+		s.handlers.shut()
+		close(s.stopping)
+		spawned := s.spawned
+		s.mu.Unlock()
+		if !spawned {
+			close(s.done)
+		}
+	})
+	<-s.done
+}
+
+// Registered is the number of ranks registered so far.
+func (s *Server) Registered() int { return s.board.registered() }
+
+// AllRegistered returns a channel that is closed once every rank has
+// registered.
+func (s *Server) AllRegistered() <-chan struct{} { return s.board.all }
+
+// Missing lists the ranks that have not registered yet, with their planned
+// hosts (Addr is empty).
+func (s *Server) Missing() []Peer { return s.board.missing() }
+
+// Abort makes every later call, and every blocked one, fail with an error
+// that wraps ErrAborted and carries reason; Watch loops report it. Only the
+// first reason is kept.
+func (s *Server) Abort(reason string) {
+	if s.board.abort(reason) {
+		s.log.Warn("rendezvous: job aborted", "reason", reason)
+	}
+}
+
+// String names the server by its address; it never shows the secret.
+func (s *Server) String() string { return "rendezvous.Server(" + s.Addr() + ")" }
+
+// GoString is String, so %#v does not print the secret either.
+func (s *Server) GoString() string { return s.String() }
+
+// debugLogger routes gorpc's own error log to l at debug level: gorpc logs
+// every timeout and broken connection, which callers already see as errors.
+func debugLogger(l *slog.Logger) gorpc.LoggerFunc {
+	return func(format string, args ...any) {
+		l.Debug("rendezvous: gorpc: " + fmt.Sprintf(format, args...))
+	}
+}

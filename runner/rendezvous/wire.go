@@ -1,0 +1,82 @@
+package rendezvous
+
+import (
+	"sync"
+	"time"
+
+	"github.com/valyala/gorpc"
+)
+
+// Peer is one row of the peer table: a rank, the host it runs on and the
+// data-plane address it listens on.
+type Peer struct {
+	Rank int
+	Host string
+	Addr string
+}
+
+// Limits on what one call may carry.
+const (
+	// MaxKeyLen bounds a key-value store key, in bytes.
+	MaxKeyLen = 256
+	// MaxValueLen bounds a key-value store value, in bytes.
+	MaxValueLen = 1 << 20
+	// MaxWait bounds how long the server holds one blocking call (PeerTable,
+	// Get) before answering "not yet"; clients ask again.
+	MaxWait = 5 * time.Second
+)
+
+// Protocol identifiers bound into the handshake, so that a data-plane or
+// coordinator peer cannot be mistaken for a rendezvous peer.
+const (
+	helloClient = "gorovod-rendezvous-client/1"
+	helloServer = "gorovod-rendezvous-server/1"
+	serviceName = "Rendezvous"
+)
+
+// Wire types, carried by gob inside gorpc's dispatcher envelope.
+type (
+	registerReq struct {
+		Rank int
+		Host string
+		Addr string
+	}
+	waitReq struct {
+		Key  string        // KV key; empty for PeerTable
+		Wait time.Duration // how long the server may hold the call
+	}
+	tableResp struct {
+		Ready bool
+		Peers []Peer
+	}
+	missingResp struct {
+		Missing []Peer
+	}
+	setReq struct {
+		Key   string
+		Value []byte
+	}
+	getResp struct {
+		Found bool
+		Value []byte
+	}
+)
+
+// dispatcherMu serialises gorpc.Dispatcher construction: AddService
+// validates types through an unguarded package-level slice inside gorpc, so
+// two servers or clients built at once would race on it.
+var dispatcherMu sync.Mutex
+
+// newDispatcher builds the dispatcher for the rendezvous service. Clients
+// pass a nil *service: they only need the method table and the gob type
+// registrations that AddService performs.
+func newDispatcher(svc *service) *gorpc.Dispatcher {
+	dispatcherMu.Lock()
+	defer dispatcherMu.Unlock()
+	for _, v := range []any{&registerReq{}, &waitReq{}, &tableResp{}, &missingResp{}, &setReq{}, &getResp{}} {
+		gorpc.RegisterType(v)
+	}
+	d := gorpc.NewDispatcher()
+	d.AddService(serviceName, svc)
+	return d
+}
