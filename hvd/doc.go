@@ -19,7 +19,13 @@
 // In-place operations (Allreduce, Broadcast) overwrite the tensor; the
 // others (Allgather, Reducescatter, Alltoall) return a new tensor as the
 // handle's Output. A tensor must not be touched while its operation is in
-// flight, and a name may have only one operation in flight.
+// flight, and a name may have only one operation in flight. Ranks may
+// submit their named tensors in any order: the runtime matches names across
+// ranks, fuses ready all-reduces into large ones and remembers past
+// negotiations (collective.Engine; the knobs are gorun's --fusion-threshold-mb,
+// --cycle-time-ms, --cache-capacity, --stall-check-time, --stall-shutdown-time
+// and --timeline-filename). A rank that runs out of data calls Join, and the
+// others' all-reduces go on without it until every rank has joined.
 //
 // Failures are global: when any rank fails (it crashes, a link breaks, a
 // context is cancelled, an argument is invalid) every rank's pending and

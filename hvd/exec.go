@@ -1,62 +1,55 @@
 package hvd
 
 import (
-	"context"
+	"errors"
 	"fmt"
+
+	"github.com/gorovod/gorovod/collective"
 )
 
-// request is one submitted operation: run executes it on the communicator
-// and returns the output tensor (the input for in-place operations).
-type request struct {
-	name string
-	run  func(ctx context.Context) (*Tensor, error)
-	h    *Handle
-}
-
-// submit queues an operation under a name that must not be in flight.
-func (r *Runtime) submit(op, name string, run func(ctx context.Context) (*Tensor, error)) *Handle {
+// submit hands a named operation on t to the runtime's engine. out builds
+// the handle's Output from the engine's result (data and shape).
+func (r *Runtime) submit(op string, t *Tensor, req collective.Request, out func(data []byte, shape []int) *Tensor) *Handle {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return failedHandle(name, fmt.Errorf("hvd: %s %q: %w", op, name, ErrShutdown))
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return failedHandle(req.Name, fmt.Errorf("hvd: %s %q: %w", op, req.Name, ErrShutdown))
 	}
-	if err := r.comm.Err(); err != nil {
-		return failedHandle(name, fmt.Errorf("hvd: %s %q: %w", op, name, err))
+	var data []byte
+	if t != nil {
+		data = t.Data
 	}
-	if r.inflight[name] {
-		return failedHandle(name, fmt.Errorf("hvd: %s %q: %w", op, name, ErrDuplicateName))
-	}
-	r.inflight[name] = true
-	req := &request{name: name, run: run, h: newHandle(name)}
-	r.queue <- req // the queue is large; a full one applies back-pressure
-	return req.h
-}
-
-// execute is the runtime's one goroutine: it runs requests in order and
-// fails the remaining ones after Shutdown.
-func (r *Runtime) execute() {
-	defer close(r.finished)
-	for req := range r.queue {
-		r.mu.Lock()
-		closed := r.closed
-		r.mu.Unlock()
-		var out *Tensor
-		err := fmt.Errorf("hvd: %q: %w", req.name, ErrShutdown)
-		if !closed {
-			ctx, cancel := r.opContext()
-			out, err = req.run(ctx)
-			cancel()
+	eh := r.engine.Submit(req, data)
+	return &Handle{name: req.Name, done: eh.Done(), result: func() (*Tensor, error) {
+		if err := eh.Err(); err != nil {
+			return nil, r.wrap(op, req.Name, err)
 		}
-		r.mu.Lock()
-		delete(r.inflight, req.name)
-		r.mu.Unlock()
-		req.h.finish(out, err)
-	}
+		return out(eh.Output()), nil
+	}}
 }
 
-func (r *Runtime) opContext() (context.Context, context.CancelFunc) {
-	if r.env.OpTimeout > 0 {
-		return context.WithTimeout(r.ctx, r.env.OpTimeout)
-	}
-	return context.WithCancel(r.ctx)
+// wrap names the operation, tensor and rank of an engine error.
+func (r *Runtime) wrap(op, name string, err error) error {
+	return fmt.Errorf("hvd: %s %q on rank %d: %w", op, name, r.Rank(), withSentinel(err))
 }
+
+// withSentinel adds hvd's sentinel to an engine error that has one:
+// ErrDuplicateName, ErrShutdown, ErrInvalidTensor.
+func withSentinel(err error) error {
+	switch {
+	case errors.Is(err, collective.ErrDuplicateName):
+		return &sentinelError{ErrDuplicateName, err}
+	case errors.Is(err, collective.ErrShutdown):
+		return &sentinelError{ErrShutdown, err}
+	case errors.Is(err, collective.ErrInvalid):
+		return &sentinelError{ErrInvalidTensor, err}
+	}
+	return err
+}
+
+// sentinelError reads as err and matches both err and sentinel.
+type sentinelError struct{ sentinel, err error }
+
+func (e *sentinelError) Error() string   { return e.err.Error() }
+func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }

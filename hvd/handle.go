@@ -3,28 +3,30 @@ package hvd
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 // Handle is an operation in flight. Wait for it to learn its outcome; the
 // tensor must not be touched until then.
 type Handle struct {
-	name string
-	done chan struct{}
-	err  error
-	out  *Tensor
+	name   string
+	done   <-chan struct{}
+	result func() (*Tensor, error) // called once, after done is closed
+	once   sync.Once
+	out    *Tensor
+	err    error
 }
 
-func newHandle(name string) *Handle { return &Handle{name: name, done: make(chan struct{})} }
-
+// failedHandle is a handle that has already failed with err.
 func failedHandle(name string, err error) *Handle {
-	h := newHandle(name)
-	h.finish(nil, err)
-	return h
+	done := make(chan struct{})
+	close(done)
+	return &Handle{name: name, done: done, result: func() (*Tensor, error) { return nil, err }}
 }
 
-func (h *Handle) finish(out *Tensor, err error) {
-	h.out, h.err = out, err
-	close(h.done)
+// settle computes the outcome once the operation is done.
+func (h *Handle) settle() {
+	h.once.Do(func() { h.out, h.err = h.result() })
 }
 
 // Done is closed when the operation has finished.
@@ -35,6 +37,7 @@ func (h *Handle) Done() <-chan struct{} { return h.done }
 func (h *Handle) Wait(ctx context.Context) error {
 	select {
 	case <-h.done:
+		h.settle()
 		return h.err
 	case <-ctx.Done():
 		return fmt.Errorf("hvd: waiting for %q: %w", h.name, ctx.Err())
@@ -47,6 +50,10 @@ func (h *Handle) Wait(ctx context.Context) error {
 func (h *Handle) Output() *Tensor {
 	select {
 	case <-h.done:
+		h.settle()
+		if h.err != nil {
+			return nil
+		}
 		return h.out
 	default:
 		return nil

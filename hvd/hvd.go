@@ -169,6 +169,40 @@ func Alltoall(ctx context.Context, t *Tensor, splits []int) (*Tensor, error) {
 	return h.Output(), err
 }
 
+// GroupedAllreduceAsync all-reduces ts as one unit on the default runtime;
+// see Runtime.GroupedAllreduceAsync.
+func GroupedAllreduceAsync(ts []*Tensor, op kernels.Op, o ReduceOptions) []*Handle {
+	rt := Default()
+	if rt == nil {
+		hs := make([]*Handle, len(ts))
+		for i, t := range ts {
+			hs[i] = failedHandle(nameOf(t), ErrNotInitialized)
+		}
+		return hs
+	}
+	return rt.GroupedAllreduceAsync(ts, op, o)
+}
+
+// GroupedAllreduce all-reduces ts in place as one unit on the default
+// runtime and returns the first error.
+func GroupedAllreduce(ctx context.Context, ts []*Tensor, op kernels.Op, o ReduceOptions) error {
+	rt := Default()
+	if rt == nil {
+		return ErrNotInitialized
+	}
+	return rt.GroupedAllreduce(ctx, ts, op, o)
+}
+
+// Join tells the other ranks that this rank has run out of data and
+// returns the last rank to join; see Runtime.Join.
+func Join(ctx context.Context) (lastRank int, err error) {
+	rt := Default()
+	if rt == nil {
+		return -1, ErrNotInitialized
+	}
+	return rt.Join(ctx)
+}
+
 // Barrier waits until every rank has called Barrier.
 func Barrier(ctx context.Context) error {
 	rt := Default()

@@ -3,8 +3,12 @@ package hvd_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/kernels"
@@ -290,4 +295,172 @@ func TestStartTimeoutNamesMissingRanks(t *testing.T) {
 		}
 		t.Logf("rank %d: %v", r, err)
 	}
+}
+
+// TestShuffledSubmissionOrders: every rank submits the same named
+// tensors in its own order; the engine matches them by name.
+func TestShuffledSubmissionOrders(t *testing.T) {
+	const n, tensors = 4, 30
+	rts := memRuntimes(t, n)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		for step := range 3 {
+			order := rand.New(rand.NewPCG(uint64(r), uint64(step))).Perm(tensors)
+			hs := make([]*hvd.Handle, tensors)
+			ts := make([]*hvd.Tensor, tensors)
+			for _, i := range order {
+				ts[i] = hvd.NewTensor(fmt.Sprintf("layer%d/grad", i), []float32{float32(r), float32(i)})
+				hs[i] = rt.AllreduceAsync(ts[i], kernels.Average, hvd.ReduceOptions{})
+			}
+			for i, h := range hs {
+				if err := h.Wait(context.Background()); err != nil {
+					return err
+				}
+				if v := hvd.Values[float32](ts[i]); v[0] != 1.5 || v[1] != float32(i) {
+					return fmt.Errorf("step %d layer%d = %v", step, i, v)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestMismatchOnEveryRank: a shape mismatch fails the operation on every
+// rank, naming the tensor and both shapes.
+func TestMismatchOnEveryRank(t *testing.T) {
+	rts := memRuntimes(t, 3)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		shape := []int{3, 4}
+		if r == 2 {
+			shape = []int{4, 3}
+		}
+		err := rt.Allreduce(context.Background(), hvd.NewTensor("w1", make([]float32, 12), shape...), kernels.Sum, hvd.ReduceOptions{})
+		want := `hvd: allreduce "w1" on rank ` + fmt.Sprint(r) + `: collective: tensor "w1": shape mismatch: rank 0 has [3 4], rank 2 has [4 3]`
+		if err == nil || err.Error() != want {
+			return fmt.Errorf("got %v\nwant %s", err, want)
+		}
+		return nil
+	})
+}
+
+// TestJoin: rank 1 has one batch less; it joins and the others' averages
+// complete with it contributing zeros (dividing by the full size).
+func TestJoin(t *testing.T) {
+	const n = 3
+	rts := memRuntimes(t, n)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		batches := 4
+		if r == 1 {
+			batches = 3
+		}
+		for b := range batches {
+			g := hvd.NewTensor("grad", []float64{3})
+			if err := rt.Allreduce(context.Background(), g, kernels.Average, hvd.ReduceOptions{}); err != nil {
+				return err
+			}
+			want := 3.0
+			if b == 3 {
+				want = 2 // ranks 0 and 2 only, divided by 3
+			}
+			if v := hvd.Values[float64](g)[0]; v != want {
+				return fmt.Errorf("batch %d: average %v, want %v", b, v, want)
+			}
+		}
+		if r != 1 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		last, err := rt.Join(context.Background())
+		if err != nil {
+			return err
+		}
+		if last == 1 {
+			return fmt.Errorf("rank 1 joined first, yet Join says it was last")
+		}
+		return nil
+	})
+}
+
+func TestGroupedAllreduce(t *testing.T) {
+	rts := memRuntimes(t, 2)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		a := hvd.NewTensor("a", []float32{1, float32(r)})
+		b := hvd.NewTensor("b", []int64{int64(r), 5})
+		ts := []*hvd.Tensor{a, b}
+		if r == 1 {
+			ts = []*hvd.Tensor{b, a} // the group's identity does not depend on the order
+		}
+		if err := rt.GroupedAllreduce(context.Background(), ts, kernels.Sum, hvd.ReduceOptions{}); err != nil {
+			return err
+		}
+		if fmt.Sprint(hvd.Values[float32](a), hvd.Values[int64](b)) != "[2 1] [1 10]" {
+			return fmt.Errorf("%v %v", hvd.Values[float32](a), hvd.Values[int64](b))
+		}
+		return nil
+	})
+}
+
+// TestTimelineFile: rank 0 writes the timeline named by the environment
+// and closes it at Shutdown; it is a JSON array of trace events.
+func TestTimelineFile(t *testing.T) {
+	const n = 2
+	path := filepath.Join(t.TempDir(), "timeline.json")
+	ts := memtransport.NewNetwork(n).Transports()
+	rts := make([]*hvd.Runtime, n)
+	for r := range n {
+		env := slot(r, n)
+		env.TimelinePath = path
+		rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: ts[r]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts[r] = rt
+	}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		return rt.Allreduce(context.Background(), hvd.NewTensor("grad", []float32{1}), kernels.Sum, hvd.ReduceOptions{})
+	})
+	for _, rt := range rts {
+		rt.Shutdown()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []map[string]any
+	if err := json.Unmarshal(data, &events); err != nil {
+		t.Fatalf("%v:\n%s", err, data)
+	}
+	if !strings.Contains(string(data), `"NEGOTIATE_ALLREDUCE"`) || !strings.Contains(string(data), `"name":"grad"`) {
+		t.Fatalf("timeline lacks the tensor's events:\n%s", data)
+	}
+}
+
+// TestCommAfterNamedOperations: Runtime.Comm waits for the engine to go
+// idle, after which direct collectives work on every rank.
+func TestCommAfterNamedOperations(t *testing.T) {
+	rts := memRuntimes(t, 3)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		if err := rt.Allreduce(context.Background(), hvd.NewTensor("x", []float32{1}), kernels.Sum, hvd.ReduceOptions{}); err != nil {
+			return err
+		}
+		y := []int32{int32(r)}
+		if err := collective.Allreduce(context.Background(), rt.Comm(), y, kernels.Sum, collective.ReduceOptions{}); err != nil {
+			return err
+		}
+		if y[0] != 3 {
+			return fmt.Errorf("direct all-reduce = %v", y)
+		}
+		return rt.Barrier(context.Background())
+	})
+}
+
+// TestInvalidSplitsOnEveryRank: splits that do not fit fail the all-to-all
+// on every rank (nobody is left waiting) and the job goes on.
+func TestInvalidSplitsOnEveryRank(t *testing.T) {
+	rts := memRuntimes(t, 3)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		_, err := rt.Alltoall(context.Background(), hvd.NewTensor("a2a", make([]float32, 5)), nil)
+		if !errors.Is(err, hvd.ErrInvalidTensor) || !strings.Contains(err.Error(), "5 rows do not split evenly over 3 ranks") {
+			return fmt.Errorf("got %v", err)
+		}
+		return rt.Barrier(context.Background())
+	})
 }

@@ -2,7 +2,8 @@ package hvd
 
 import (
 	"context"
-	"fmt"
+	"hash/fnv"
+	"slices"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
@@ -12,15 +13,34 @@ import (
 // the result by Postscale (zero means 1). Op Average divides by Size.
 type ReduceOptions = collective.ReduceOptions
 
+// request describes t to the engine as an operation of kind.
+func request(t *Tensor, kind collective.Kind) collective.Request {
+	return collective.Request{Name: t.Name, Kind: kind, DType: t.DType, Shape: t.Shape}
+}
+
+// inPlace is the Output of in-place operations: the tensor itself.
+func inPlace(t *Tensor) func([]byte, []int) *Tensor {
+	return func([]byte, []int) *Tensor { return t }
+}
+
+// result is the Output of operations that make a new tensor named like t.
+func result(t *Tensor) func([]byte, []int) *Tensor {
+	return func(data []byte, shape []int) *Tensor {
+		return &Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: data}
+	}
+}
+
 // AllreduceAsync starts an in-place all-reduce of t with op. On success
-// every rank's t holds the reduction of all ranks' inputs.
+// every rank's t holds the reduction of all ranks' inputs. Ranks may
+// submit their tensors in any order; ready tensors are fused into few
+// large all-reduces.
 func (r *Runtime) AllreduceAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	return r.submit("allreduce", t.Name, func(ctx context.Context) (*Tensor, error) {
-		return t, r.wrap("allreduce", t, r.comm.Allreduce(ctx, t.DType, t.Data, op, o))
-	})
+	req := request(t, collective.KindAllreduce)
+	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
+	return r.submit("allreduce", t, req, inPlace(t))
 }
 
 // Allreduce is AllreduceAsync followed by Wait.
@@ -28,14 +48,65 @@ func (r *Runtime) Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o Red
 	return r.AllreduceAsync(t, op, o).Wait(ctx)
 }
 
+// GroupedAllreduceAsync all-reduces the tensors ts as one unit: they are
+// negotiated together, fused together where their dtypes allow, and their
+// handles (one per tensor, in the order of ts) complete together. Every
+// rank passes the same set of names.
+func (r *Runtime) GroupedAllreduceAsync(ts []*Tensor, op kernels.Op, o ReduceOptions) []*Handle {
+	hs := make([]*Handle, len(ts))
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		if err := t.validate(); err != nil {
+			for j := range hs {
+				hs[j] = failedHandle(nameOf(ts[j]), err)
+			}
+			return hs
+		}
+		names[i] = t.Name
+	}
+	group := groupID(names)
+	for i, t := range ts {
+		req := request(t, collective.KindAllreduce)
+		req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
+		req.Group, req.GroupSize = group, len(ts)
+		hs[i] = r.submit("allreduce", t, req, inPlace(t))
+	}
+	return hs
+}
+
+// GroupedAllreduce is GroupedAllreduceAsync followed by waiting for every
+// handle; it returns the first error.
+func (r *Runtime) GroupedAllreduce(ctx context.Context, ts []*Tensor, op kernels.Op, o ReduceOptions) error {
+	var first error
+	for _, h := range r.GroupedAllreduceAsync(ts, op, o) {
+		if err := h.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// groupID derives a group's id from its member names, so that every rank
+// computes the same one whatever order it lists them in.
+func groupID(names []string) uint64 {
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	h := fnv.New64a()
+	for _, n := range sorted {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	return max(h.Sum64(), 1) // 0 means "no group"
+}
+
 // BroadcastAsync starts an in-place broadcast of root's t to every rank.
 func (r *Runtime) BroadcastAsync(t *Tensor, root int) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	return r.submit("broadcast", t.Name, func(ctx context.Context) (*Tensor, error) {
-		return t, r.wrap("broadcast", t, r.comm.Broadcast(ctx, t.Data, root))
-	})
+	req := request(t, collective.KindBroadcast)
+	req.Root = root
+	return r.submit("broadcast", t, req, inPlace(t))
 }
 
 // Broadcast is BroadcastAsync followed by Wait.
@@ -50,10 +121,7 @@ func (r *Runtime) AllgatherAsync(t *Tensor) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	return r.submit("allgather", t.Name, func(ctx context.Context) (*Tensor, error) {
-		out, err := r.allgather(ctx, t)
-		return out, r.wrap("allgather", t, err)
-	})
+	return r.submit("allgather", t, request(t, collective.KindAllgather), result(t))
 }
 
 // Allgather is AllgatherAsync followed by Wait; it returns the result.
@@ -63,37 +131,6 @@ func (r *Runtime) Allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
 	return h.Output(), err
 }
 
-func (r *Runtime) allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
-	rows, err := r.exchangeInts(ctx, t.Shape[0])
-	if err != nil {
-		return nil, err
-	}
-	per, total := t.rowElems(), 0
-	counts := make([]int, len(rows))
-	for i, n := range rows {
-		counts[i], total = int(n)*per, total+int(n)
-	}
-	out := &Tensor{Name: t.Name, DType: t.DType, Shape: append([]int{total}, t.Shape[1:]...)}
-	out.Data = make([]byte, total*per*t.DType.Size())
-	off := 0
-	for _, n := range counts[:r.Rank()] {
-		off += n
-	}
-	copy(out.Data[off*t.DType.Size():], t.Data)
-	return out, r.comm.Allgather(ctx, t.DType, out.Data, counts)
-}
-
-// exchangeInts gathers one integer from every rank.
-func (r *Runtime) exchangeInts(ctx context.Context, v int) ([]int64, error) {
-	all := make([]int64, r.Size())
-	all[r.Rank()] = int64(v)
-	ones := make([]int, r.Size())
-	for i := range ones {
-		ones[i] = 1
-	}
-	return all, collective.Allgather(ctx, r.comm, all, ones)
-}
-
 // ReducescatterAsync reduces t across ranks with op and gives each rank its
 // share of the first dimension (split as evenly as possible, earlier ranks
 // taking the extra rows) as the handle's Output. t is left unchanged.
@@ -101,10 +138,9 @@ func (r *Runtime) ReducescatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) 
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	return r.submit("reducescatter", t.Name, func(ctx context.Context) (*Tensor, error) {
-		out, err := r.reducescatter(ctx, t, op, o)
-		return out, r.wrap("reducescatter", t, err)
-	})
+	req := request(t, collective.KindReducescatter)
+	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
+	return r.submit("reducescatter", t, req, result(t))
 }
 
 // Reducescatter is ReducescatterAsync followed by Wait; it returns this
@@ -115,43 +151,18 @@ func (r *Runtime) Reducescatter(ctx context.Context, t *Tensor, op kernels.Op, o
 	return h.Output(), err
 }
 
-func (r *Runtime) reducescatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
-	n, per, esz := r.Size(), t.rowElems(), t.DType.Size()
-	counts, off := make([]int, n), 0
-	for i := range counts {
-		rows := t.Shape[0] / n
-		if i < t.Shape[0]%n {
-			rows++
-		}
-		counts[i] = rows * per
-		if i < r.Rank() {
-			off += counts[i]
-		}
-	}
-	work := append([]byte(nil), t.Data...)
-	if err := r.comm.ReduceScatter(ctx, t.DType, work, counts, op, o); err != nil {
-		return nil, err
-	}
-	mine := counts[r.Rank()]
-	shape := append([]int{mine / max(per, 1)}, t.Shape[1:]...)
-	if per == 0 {
-		shape[0] = 0
-	}
-	return &Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: work[off*esz : (off+mine)*esz]}, nil
-}
-
 // AlltoallAsync sends splits[p] rows of t (in order along the first
 // dimension) to rank p and concatenates the rows received from every rank,
 // in rank order, into the handle's Output. nil splits divide the rows
-// evenly (they must divide). t is left unchanged.
+// evenly (they must divide). t is left unchanged. Splits that do not fit
+// fail the operation on every rank.
 func (r *Runtime) AlltoallAsync(t *Tensor, splits []int) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	return r.submit("alltoall", t.Name, func(ctx context.Context) (*Tensor, error) {
-		out, err := r.alltoall(ctx, t, splits)
-		return out, r.wrap("alltoall", t, err)
-	})
+	req := request(t, collective.KindAlltoall)
+	req.Splits = splits
+	return r.submit("alltoall", t, req, result(t))
 }
 
 // Alltoall is AlltoallAsync followed by Wait; it returns the received rows.
@@ -161,70 +172,13 @@ func (r *Runtime) Alltoall(ctx context.Context, t *Tensor, splits []int) (*Tenso
 	return h.Output(), err
 }
 
-func (r *Runtime) alltoall(ctx context.Context, t *Tensor, splits []int) (*Tensor, error) {
-	n, per := r.Size(), t.rowElems()
-	splits, err := checkSplits(splits, t.Shape[0], n)
-	if err != nil {
-		r.comm.Abort(err) // the peers would wait for this rank forever
-		return nil, err
-	}
-	send, recvRows := make([]int64, n), make([]int64, n)
-	for p, s := range splits {
-		send[p] = int64(s)
-	}
-	ones := make([]int, n)
-	for i := range ones {
-		ones[i] = 1
-	}
-	if err := collective.Alltoall(ctx, r.comm, send, ones, recvRows, ones); err != nil {
-		return nil, err
-	}
-	sc, rc, total := make([]int, n), make([]int, n), 0
-	for p := range n {
-		sc[p], rc[p] = splits[p]*per, int(recvRows[p])*per
-		total += int(recvRows[p])
-	}
-	out := &Tensor{Name: t.Name, DType: t.DType, Shape: append([]int{total}, t.Shape[1:]...)}
-	out.Data = make([]byte, total*per*t.DType.Size())
-	return out, r.comm.Alltoall(ctx, t.DType, t.Data, sc, out.Data, rc)
-}
+// barrierName is the name every rank's Barrier negotiates.
+const barrierName = "hvd/barrier"
 
-func checkSplits(splits []int, rows, n int) ([]int, error) {
-	if splits == nil {
-		if rows%n != 0 {
-			return nil, fmt.Errorf("%w: %d rows do not split evenly over %d ranks; pass splits", ErrInvalidTensor, rows, n)
-		}
-		splits = make([]int, n)
-		for i := range splits {
-			splits[i] = rows / n
-		}
-	}
-	sum := 0
-	for _, s := range splits {
-		if s < 0 {
-			return nil, fmt.Errorf("%w: negative split in %v", ErrInvalidTensor, splits)
-		}
-		sum += s
-	}
-	if len(splits) != n || sum != rows {
-		return nil, fmt.Errorf("%w: splits %v must have %d entries adding up to %d rows", ErrInvalidTensor, splits, n, rows)
-	}
-	return splits, nil
-}
-
-// Barrier returns once every rank has called it (after every operation
-// submitted before it).
+// Barrier returns once every rank has called it.
 func (r *Runtime) Barrier(ctx context.Context) error {
-	return r.submit("barrier", "\x00barrier", func(ctx context.Context) (*Tensor, error) {
-		return nil, r.comm.Barrier(ctx)
-	}).Wait(ctx)
-}
-
-func (r *Runtime) wrap(op string, t *Tensor, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("hvd: %s %q on rank %d: %w", op, t.Name, r.Rank(), err)
+	req := collective.Request{Name: barrierName, Kind: collective.KindBarrier}
+	return r.submit("barrier", nil, req, func([]byte, []int) *Tensor { return nil }).Wait(ctx)
 }
 
 func nameOf(t *Tensor) string {

@@ -2,8 +2,10 @@ package hvd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/gorovod/gorovod/collective"
@@ -28,28 +30,27 @@ type Config struct {
 }
 
 // Runtime is one rank's view of a job: its place in the job and the
-// collective operations on named tensors. Operations are executed in the
-// order they are submitted, one at a time, by the runtime's own goroutine;
-// every rank must submit the same operations in the same order.
+// collective operations on named tensors. Ranks may submit their tensors
+// in any order: the runtime's engine (collective.Engine) negotiates which
+// names every rank has submitted, fuses them into few large operations
+// and runs them in the same order everywhere.
 type Runtime struct {
-	env  runner.WorkerEnv
-	log  *slog.Logger
-	comm *collective.Comm
-	rdv  *rendezvous.Client // nil without a launcher
+	env      runner.WorkerEnv
+	log      *slog.Logger
+	comm     *collective.Comm
+	engine   *collective.Engine
+	timeline *os.File           // rank 0's timeline file, or nil
+	rdv      *rendezvous.Client // nil without a launcher
 
-	queue    chan *request
-	stop     context.CancelFunc
-	ctx      context.Context // ends at Shutdown; operations run under it
-	finished chan struct{}   // closed when the executor goroutine has left
+	stop context.CancelFunc // ends the launcher watch
 
-	mu       sync.Mutex
-	inflight map[string]bool
-	closed   bool
+	mu     sync.Mutex
+	closed bool
 }
 
 // NewRuntime joins the job described by cfg: it registers with the
 // launcher's rendezvous, forms the data-plane mesh, and starts the
-// executor. It returns when every rank is connected or ctx ends (the
+// engine. It returns when every rank is connected or ctx ends (the
 // environment's start timeout bounds it too).
 func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	env := cfg.Env
@@ -61,7 +62,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		log = slog.Default()
 	}
 	log = log.With("rank", env.Rank)
-	r := &Runtime{env: env, log: log, inflight: map[string]bool{}, queue: make(chan *request, 1024), finished: make(chan struct{})}
+	r := &Runtime{env: env, log: log}
 	tr := cfg.Transport
 	if tr == nil && env.Size == 1 {
 		tr = memtransport.NewNetwork(1).Transport(0)
@@ -77,15 +78,47 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("hvd: transport is rank %d of %d, environment says %d of %d", tr.Rank(), tr.Size(), env.Rank, env.Size)
 	}
 	r.comm = collective.NewComm(tr, cfg.Comm)
-	r.ctx, r.stop = context.WithCancel(context.Background())
+	ecfg, err := r.engineConfig()
+	if err != nil {
+		r.comm.Close()
+		if r.rdv != nil {
+			r.rdv.Close()
+		}
+		return nil, err
+	}
+	r.engine = collective.NewEngine(r.comm, ecfg)
+	r.watchLauncher()
+	return r, nil
+}
+
+// engineConfig builds the engine's configuration from the environment's
+// knobs and opens rank 0's timeline file.
+func (r *Runtime) engineConfig() (collective.EngineConfig, error) {
+	env := r.env
+	cfg := collective.EngineConfig{
+		FusionThreshold: env.FusionThreshold, CycleTime: env.CycleTime, CacheCapacity: env.CacheCapacity,
+		StallWarning: env.StallWarning, StallShutdown: env.StallShutdown, OpTimeout: env.OpTimeout, Logger: r.log,
+	}
+	if env.TimelinePath != "" && env.Rank == 0 {
+		f, err := os.Create(env.TimelinePath)
+		if err != nil {
+			return cfg, fmt.Errorf("hvd: timeline: %w", err)
+		}
+		r.timeline, cfg.Timeline = f, f
+	}
+	return cfg, nil
+}
+
+// watchLauncher fails the communicator when the launcher goes away.
+func (r *Runtime) watchLauncher() {
+	ctx, stop := context.WithCancel(context.Background())
+	r.stop = stop
 	if r.rdv != nil {
-		r.rdv.Watch(r.ctx, 0, 0, func(err error) {
+		r.rdv.Watch(ctx, 0, 0, func(err error) {
 			r.log.Error("hvd: lost the launcher", "err", err)
 			r.comm.Abort(fmt.Errorf("%w: %w", ErrLauncherLost, err))
 		})
 	}
-	go r.execute() // "hvd-executor"
-	return r, nil
 }
 
 // Rank is this process's rank in [0, Size).
@@ -111,32 +144,65 @@ func (r *Runtime) CrossSize() int { return r.env.CrossSize }
 // do not log it whole; its String method redacts the secret).
 func (r *Runtime) Env() runner.WorkerEnv { return r.env }
 
-// Err reports the failure that ended the runtime's communicator, or nil.
-func (r *Runtime) Err() error { return r.comm.Err() }
+// Err reports the failure that ended the runtime's communicator or engine,
+// or nil.
+func (r *Runtime) Err() error {
+	if err := r.comm.Err(); err != nil {
+		return err
+	}
+	return r.engine.Err()
+}
 
-// Shutdown stops accepting operations, fails those still queued, closes
-// the connections and returns once the runtime's goroutines are gone. It
-// is not collective: a rank may shut down while others still run, and
-// their later operations then fail naming it. Shutdown is idempotent.
+// Join tells the other ranks that this rank has run out of data: until
+// every rank has joined, their sum and average all-reduces complete with
+// this rank contributing zeros (an Average still divides by Size, as in
+// Horovod); other operations that would need this rank fail on the ranks
+// that submitted them. Join returns, on every rank, the last rank to join.
+// This rank submits nothing while joined. If ctx ends first, the rank
+// stays joined and a later Join waits for the same outcome.
+func (r *Runtime) Join(ctx context.Context) (lastRank int, err error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return -1, fmt.Errorf("hvd: join on rank %d: %w", r.Rank(), ErrShutdown)
+	}
+	last, err := r.engine.Join(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("hvd: join on rank %d: %w", r.Rank(), withSentinel(err))
+	}
+	return last, nil
+}
+
+// Shutdown stops accepting operations, fails those still in flight, stops
+// the engine, closes the connections (and rank 0's timeline) and returns
+// once the runtime's goroutines are gone. It is not collective: a rank may
+// shut down while others still run, and their operations then fail naming
+// it. Shutdown is idempotent.
 func (r *Runtime) Shutdown() error {
 	r.mu.Lock()
-	already := r.closed
 	r.closed = true
 	r.mu.Unlock()
-	if !already {
-		close(r.queue)
-	}
-	<-r.finished
+	r.engine.Shutdown()
 	r.stop()
 	r.comm.Close()
 	if r.rdv != nil {
 		r.rdv.Close()
 	}
+	if r.timeline != nil {
+		if err := r.timeline.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			return fmt.Errorf("hvd: timeline: %w", err)
+		}
+	}
 	return nil
 }
 
 // Comm is the communicator under the runtime, for benchmarks and tools
-// that drive collectives directly. Calls on it bypass the named-tensor
-// queue: make them only while no named operation is in flight, in the same
-// order on every rank.
-func (r *Runtime) Comm() *collective.Comm { return r.comm }
+// that drive collectives directly. It first waits until the engine is
+// idle: no named operation in flight on any rank and no rank joined. Calls
+// on it bypass the engine: make them in the same order on every rank, and
+// submit no named operation until they have returned.
+func (r *Runtime) Comm() *collective.Comm {
+	r.engine.Quiesce(context.Background())
+	return r.comm
+}

@@ -1,0 +1,86 @@
+package collective
+
+import "github.com/gorovod/gorovod/kernels"
+
+// DefaultFusionThreshold is the fusion buffer size hvd and gorun use by
+// default: ready all-reduces are packed into batches of up to this many
+// bytes, each reduced by one Comm.Allreduce.
+const DefaultFusionThreshold = 64 << 20
+
+// fusionClass is what all-reduces must share to be fused: the fused
+// buffer is reduced with one dtype, one op and one pair of scale factors.
+type fusionClass struct {
+	dtype     kernels.DType
+	op        kernels.Op
+	pre, post float64
+}
+
+// planItem is one response as the fusion planner sees it.
+type planItem struct {
+	fusable bool // an all-reduce that did not fail negotiation
+	class   fusionClass
+	bytes   int64
+	group   uint64 // grouped all-reduce id, 0 if none
+}
+
+// planBatches groups items (in response order) into batches, each a list
+// of item indexes executed as one operation, in the order of their first
+// items. Fusable items of one class are packed into batches of at most
+// threshold bytes (an item or group larger than that gets a batch of its
+// own); the members of a group that share a class are never split. Other
+// items, and every item when threshold <= 0, form batches of one. A batch
+// takes items until the next one of its class does not fit. The
+// plan depends only on its inputs, so every rank makes the same one.
+func planBatches(items []planItem, threshold int64) [][]int {
+	var out [][]int
+	open := map[fusionClass]int{} // class -> index in out of its open batch
+	size := map[int]int64{}       // batch index -> bytes
+	for _, u := range fusionUnits(items, threshold) {
+		it := items[u[0]]
+		if !it.fusable || threshold <= 0 {
+			out = append(out, u)
+			continue
+		}
+		var n int64
+		for _, i := range u {
+			n += items[i].bytes
+		}
+		if b, ok := open[it.class]; ok && size[b]+n <= threshold {
+			out[b] = append(out[b], u...)
+			size[b] += n
+			continue
+		}
+		if n > threshold { // alone, leaving the open batch open
+			out = append(out, u)
+			continue
+		}
+		open[it.class], size[len(out)] = len(out), n
+		out = append(out, u)
+	}
+	return out
+}
+
+// fusionUnits splits items into the units the planner places whole: the
+// members of one group and class together, every other item alone.
+func fusionUnits(items []planItem, threshold int64) [][]int {
+	type key struct {
+		group uint64
+		class fusionClass
+	}
+	var units [][]int
+	at := map[key]int{}
+	for i, it := range items {
+		if it.group == 0 || !it.fusable || threshold <= 0 {
+			units = append(units, []int{i})
+			continue
+		}
+		k := key{it.group, it.class}
+		if u, ok := at[k]; ok {
+			units[u] = append(units[u], i)
+			continue
+		}
+		at[k] = len(units)
+		units = append(units, []int{i})
+	}
+	return units
+}
