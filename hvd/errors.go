@@ -17,4 +17,18 @@ var (
 	ErrNoCUDA = errors.New("hvd: built without CUDA support (rebuild with -tags cuda)")
 	// ErrLauncherLost: the launcher (gorun) died or stopped the job.
 	ErrLauncherLost = errors.New("hvd: lost contact with the launcher")
+
+	// Training layer (optimizers, checkpoints).
+	// ErrInvalidParam: a parameter is nil, unnamed, named twice, or its
+	// gradient and values differ in length.
+	ErrInvalidParam = errors.New("hvd: invalid parameter")
+	// ErrOptimizerState: an optimizer state does not fit the optimizer (a
+	// slot is missing, unknown, or of the wrong length).
+	ErrOptimizerState = errors.New("hvd: optimizer state does not match the optimizer")
+	// ErrGradReady: a gradient was reported for an unknown parameter, or
+	// more often than BackwardPassesPerStep times before Step.
+	ErrGradReady = errors.New("hvd: bad gradient report")
+	// ErrBadCheckpoint: a checkpoint file is truncated, corrupted, or not a
+	// checkpoint.
+	ErrBadCheckpoint = errors.New("hvd: bad checkpoint")
 )

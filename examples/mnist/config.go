@@ -1,0 +1,95 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/gorovod/gorovod/hvd"
+)
+
+// config is everything a run is told on its command line.
+type config struct {
+	Model       string
+	Optimizer   string
+	Hidden      int
+	Epochs      int
+	Batch       int // per rank
+	LR          float64
+	Momentum    float64
+	WeightDecay float64
+	Warmup      float64 // epochs of learning-rate warm-up to LR × size
+	Milestones  []float64
+	Gamma       float64
+	Seed        uint64
+	Compression hvd.Compression
+	DataDir     string
+	SynthTrain  int
+	SynthTest   int
+	CkptDir     string
+	CkptEvery   int // steps between checkpoints; 0: at the end of each epoch
+	Keep        int
+	Resume      bool
+	MaxSteps    int64 // stop after this many steps in all (0: run every epoch)
+	LogEvery    int   // steps between progress lines; 0: ten per epoch
+	Threads     int   // OpenBLAS threads; 0: CPUs / ranks on this host
+}
+
+// flags registers cfg's fields on fs; compression is parsed afterwards.
+func (cfg *config) flags(fs *flag.FlagSet) *string {
+	fs.StringVar(&cfg.Model, "model", "mlp", "model: mlp or cnn")
+	fs.StringVar(&cfg.Optimizer, "optimizer", "sgd", "sgd (momentum -momentum) or adam (try -lr 0.001)")
+	fs.IntVar(&cfg.Hidden, "hidden", 256, "width of the MLP's first hidden layer (the second is half)")
+	fs.IntVar(&cfg.Epochs, "epochs", 5, "passes over the training set")
+	fs.IntVar(&cfg.Batch, "batch", 32, "batch size per rank (the global batch is np × batch)")
+	fs.Float64Var(&cfg.LR, "lr", 0.01, "learning rate of one rank; the job's rate is lr × np after warm-up")
+	fs.Float64Var(&cfg.Momentum, "momentum", 0.9, "SGD momentum")
+	fs.Float64Var(&cfg.WeightDecay, "wd", 5e-5, "weight decay")
+	fs.Float64Var(&cfg.Warmup, "warmup", 1, "epochs of linear warm-up from lr to lr × np (Goyal et al.)")
+	fs.Func("milestones", "epochs at which the learning rate is multiplied by -gamma, comma separated (default 3,4)", func(v string) error {
+		m, err := parseFloats(v)
+		cfg.Milestones = m
+		return err
+	})
+	cfg.Milestones = []float64{3, 4}
+	fs.Float64Var(&cfg.Gamma, "gamma", 0.2, "learning-rate decay factor at each milestone")
+	fs.Uint64Var(&cfg.Seed, "seed", 42, "seed of the initial weights and the data order")
+	fs.StringVar(&cfg.DataDir, "data", "/usr/share/datasets/fashion-mnist", "directory of the Fashion-MNIST IDX files (.gz or not)")
+	fs.IntVar(&cfg.SynthTrain, "synthetic-train", 12000, "training images of the synthetic set used when -data has none")
+	fs.IntVar(&cfg.SynthTest, "synthetic-test", 2000, "test images of the synthetic set")
+	fs.StringVar(&cfg.CkptDir, "checkpoint-dir", "", "directory for checkpoints (written by rank 0); empty: none")
+	fs.IntVar(&cfg.CkptEvery, "checkpoint-every", 0, "steps between checkpoints (0: at the end of each epoch)")
+	fs.IntVar(&cfg.Keep, "keep", 3, "checkpoints to keep")
+	fs.BoolVar(&cfg.Resume, "resume", false, "resume from the newest valid checkpoint in -checkpoint-dir")
+	fs.Int64Var(&cfg.MaxSteps, "max-steps", 0, "stop after this many steps in all (0: train every epoch)")
+	fs.IntVar(&cfg.LogEvery, "log-every", 0, "steps between progress lines (0: ten per epoch)")
+	fs.IntVar(&cfg.Threads, "threads", 0, "OpenBLAS threads per rank (0: CPUs / ranks on this host)")
+	return fs.String("compression", "none", "gradient wire type: none, fp32, fp16, bf16")
+}
+
+// threads is the OpenBLAS thread count for a rank with localSize ranks on
+// its host.
+func (cfg *config) threads(localSize int) int {
+	if cfg.Threads > 0 {
+		return cfg.Threads
+	}
+	return max(1, runtime.NumCPU()/max(localSize, 1))
+}
+
+// parseFloats reads "3,4.5" (empty: none).
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/collective/memtransport"
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/runner"
+)
+
+func TestResNet50Layout(t *testing.T) {
+	ts := resnet50()
+	if len(ts) != 161 || totalSize(ts) != 25_557_032 {
+		t.Errorf("resnet50: %d tensors, %d parameters; want 161 and 25557032", len(ts), totalSize(ts))
+	}
+	seen := map[string]bool{}
+	for _, s := range ts {
+		if seen[s.name] || s.size <= 0 {
+			t.Errorf("tensor %q (%d) repeated or empty", s.name, s.size)
+		}
+		seen[s.name] = true
+	}
+}
+
+func TestUniformLayout(t *testing.T) {
+	ts, err := modelSpec("uniform", 1003, 10)
+	if err != nil || len(ts) != 10 || totalSize(ts) != 1003 || ts[0].size != 101 || ts[9].size != 100 {
+		t.Errorf("uniform: %v, %v", ts, err)
+	}
+	for _, bad := range [][3]any{{"uniform", 0, 1}, {"uniform", 5, 0}, {"vgg", 1, 1}} {
+		if _, err := modelSpec(bad[0].(string), bad[1].(int), bad[2].(int)); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestMeanConf(t *testing.T) {
+	m, c := meanConf([]float64{1, 3})
+	if m != 2 || math.Abs(c-1.96) > 1e-12 {
+		t.Errorf("meanConf = %v ± %v", m, c)
+	}
+	if m, c := meanConf(nil); m != 0 || c != 0 {
+		t.Errorf("empty: %v ± %v", m, c)
+	}
+}
+
+// TestBenchmarkRuns runs the whole benchmark (baseline, then distributed)
+// on two in-process ranks with a tiny model and compute step.
+func TestBenchmarkRuns(t *testing.T) {
+	for _, compute := range []string{"sleep", "gemm"} {
+		cfg, err := parseFlags([]string{"-model", "uniform", "-params", "1000", "-tensors", "7", "-compute", compute,
+			"-step-time", "3ms", "-gemm-n", "8", "-warmup", "1", "-iters", "2", "-batches-per-iter", "2", "-update"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs, _ := modelSpec(cfg.Model, cfg.Params, cfg.Tensors)
+		const n = 2
+		net := memtransport.NewNetwork(n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				env := runner.DefaultWorkerEnv()
+				env.Rank, env.Size, env.LocalRank, env.LocalSize = r, n, r, n
+				rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: net.Transport(r)})
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				defer rt.Shutdown()
+				b, err := newBench(cfg, specs, 1) // rank 1: silent
+				if err == nil {
+					err = report(context.Background(), rt, b, specs)
+				}
+				errs[r] = err
+			})
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%s, rank %d: %v", compute, r, err)
+			}
+		}
+	}
+}
+
+func TestSleepComputeTakesTheStepTime(t *testing.T) {
+	c := &sleepCompute{step: 30 * time.Millisecond}
+	start := time.Now()
+	c.forward()
+	for k := range 5 {
+		c.backward(k, 5)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("a 30ms step took %v", d)
+	}
+}

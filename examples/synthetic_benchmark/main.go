@@ -1,0 +1,117 @@
+// Command synthetic_benchmark measures data-parallel training throughput
+// the way Horovod's synthetic benchmark does: a model with ResNet-50's
+// gradient sizes (161 tensors, 25.6 M parameters), synthetic data, and a
+// compute step that is simulated (200 ms of sleep by default) or real
+// (OpenBLAS matrix products). It first measures every rank alone (the
+// -np 1 baseline), then all ranks together, and prints the scaling
+// efficiency: total samples/s ÷ (np × baseline samples/s).
+//
+//	go build -o bin/synthetic_benchmark ./examples/synthetic_benchmark
+//	bin/gorun -np 4 bin/synthetic_benchmark
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/gorovod/gorovod/hvd"
+)
+
+// config holds the flags.
+type config struct {
+	Model                         string
+	Params, Tensors               int
+	Batch                         int
+	Compute                       string
+	StepTime                      time.Duration
+	GemmN, Threads                int
+	Warmup, Iters, BatchesPerIter int
+	Compression                   hvd.Compression
+	Baseline                      string
+	Update                        bool
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "synthetic_benchmark:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("synthetic_benchmark", flag.ContinueOnError)
+	fs.StringVar(&c.Model, "model", "resnet50", "gradient layout: resnet50 (161 tensors, 25.6 M parameters) or uniform")
+	fs.IntVar(&c.Params, "params", 25_000_000, "parameters of the uniform model")
+	fs.IntVar(&c.Tensors, "tensors", 160, "tensors of the uniform model")
+	fs.IntVar(&c.Batch, "batch", 32, "samples per step per rank (for the samples/s figures)")
+	fs.StringVar(&c.Compute, "compute", "sleep", "per-step compute: sleep (simulated, -step-time) or gemm (real OpenBLAS products)")
+	fs.DurationVar(&c.StepTime, "step-time", 200*time.Millisecond, "simulated compute per step")
+	fs.IntVar(&c.GemmN, "gemm-n", 256, "matrix size of the gemm compute")
+	fs.IntVar(&c.Threads, "threads", 0, "OpenBLAS threads per rank (0: CPUs / ranks on this host)")
+	fs.IntVar(&c.Warmup, "warmup", 5, "untimed warm-up steps")
+	fs.IntVar(&c.Iters, "iters", 10, "timed iterations")
+	fs.IntVar(&c.BatchesPerIter, "batches-per-iter", 5, "steps per timed iteration")
+	comp := fs.String("compression", "fp32", "gradient wire type: none (float64), fp32 (as Horovod's float32 models), fp16, bf16")
+	fs.StringVar(&c.Baseline, "baseline", "rank0", "np 1 baseline: rank0 (rank 0 alone, the others idle), concurrent (every rank alone, all at the same time), none")
+	fs.BoolVar(&c.Update, "update", false, "apply an SGD update every step (off: the step is compute and communication only)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var err error
+	c.Compression, err = hvd.ParseCompression(*comp)
+	return c, err
+}
+
+func run(args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	specs, err := modelSpec(cfg.Model, cfg.Params, cfg.Tensors)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if err := hvd.Init(ctx); err != nil {
+		return err
+	}
+	defer hvd.Shutdown()
+	rt := hvd.Default()
+	setThreads(max(1, runtime.NumCPU()/rt.LocalSize()))
+	if cfg.Threads > 0 {
+		setThreads(cfg.Threads)
+	}
+	b, err := newBench(cfg, specs, rt.Rank())
+	if err != nil {
+		return err
+	}
+	return report(ctx, rt, b, specs)
+}
+
+func newBench(cfg config, specs []tensorSpec, rank int) (*bench, error) {
+	b := &bench{cfg: cfg}
+	for _, s := range specs {
+		p := hvd.NewParam(s.name, s.size)
+		for i := range p.Grad {
+			p.Grad[i] = float64(i%13) / 13
+		}
+		b.params = append(b.params, p)
+	}
+	switch cfg.Compute {
+	case "sleep":
+		b.compute = &sleepCompute{step: cfg.StepTime}
+	case "gemm":
+		b.compute = newGemmCompute(cfg.GemmN, len(specs))
+	default:
+		return nil, fmt.Errorf("-compute %q: want sleep or gemm", cfg.Compute)
+	}
+	if rank == 0 {
+		b.out = os.Stdout
+	}
+	return b, nil
+}

@@ -1,0 +1,188 @@
+package hvd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/gorovod/gorovod/hvd"
+)
+
+// quiet discards the warnings about skipped checkpoints.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func checkpointAt(step int64) *hvd.Checkpoint {
+	return &hvd.Checkpoint{
+		Epoch: int(step / 10), Step: step, Seed: 7, RNG: []byte{1, 2, 3},
+		Params:    map[string][]float64{"w": {float64(step), -1}},
+		Optimizer: hvd.OptimizerState{Steps: step, LR: 0.1, Slots: map[string][]float64{"momentum/w": {0.5, 0}}},
+		Meta:      map[string]string{"model": "linreg"},
+	}
+}
+
+func TestCheckpointFileRoundTripAndDamage(t *testing.T) {
+	want := checkpointAt(12)
+	b, err := hvd.EncodeCheckpoint(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := hvd.DecodeCheckpoint(b)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	flipped := append([]byte(nil), b...)
+	flipped[len(flipped)-3] ^= 0x10
+	damaged := map[string][]byte{
+		"empty":            nil,
+		"header only":      b[:20],
+		"truncated":        b[:len(b)-1],
+		"longer":           append(append([]byte(nil), b...), 0),
+		"flipped payload":  flipped,
+		"not a checkpoint": []byte("GRVDCKP2" + string(b[8:])),
+	}
+	for name, d := range damaged {
+		if _, err := hvd.DecodeCheckpoint(d); !errors.Is(err, hvd.ErrBadCheckpoint) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
+	rt := job(t, 1)[0]
+	c := &hvd.Checkpointer{Dir: filepath.Join(t.TempDir(), "ckpt"), Logger: quiet}
+	if ck, _, err := c.Latest(); ck != nil || err != nil {
+		t.Fatalf("no directory yet: %v, %v", ck, err)
+	}
+	for s := int64(1); s <= 4; s++ {
+		if err := c.Save(rt, checkpointAt(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	truncate(t, c.Path(4))
+	flip(t, c.Path(3))
+	os.WriteFile(filepath.Join(c.Dir, "checkpoint-000000000099.ckpt.bak"), []byte("x"), 0o644) // not ours
+	ck, path, err := c.Latest()
+	if err != nil || ck.Step != 2 || path != c.Path(2) {
+		t.Fatalf("Latest = step %v at %s, %v; want step 2", ck, path, err)
+	}
+	if err := c.Save(rt, checkpointAt(5)); err != nil {
+		t.Fatal(err)
+	}
+	if ck, _, _ := c.Latest(); ck.Step != 5 {
+		t.Errorf("after a new save, Latest is step %d", ck.Step)
+	}
+}
+
+func truncate(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flip(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2+30] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSaveKeepsTheLastK(t *testing.T) {
+	rt := job(t, 1)[0]
+	c := &hvd.Checkpointer{Dir: t.TempDir(), Keep: 2, Logger: quiet}
+	os.WriteFile(filepath.Join(c.Dir, ".checkpoint-123.tmp"), []byte("half a save"), 0o644)
+	for s := int64(10); s <= 50; s += 10 {
+		if err := c.Save(rt, checkpointAt(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(c.Dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := []string{"checkpoint-000000000040.ckpt", "checkpoint-000000000050.ckpt"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("directory holds %v, want %v", names, want)
+	}
+}
+
+func TestLoadLatestComesFromRankZero(t *testing.T) {
+	rts := job(t, 3)
+	root := t.TempDir()
+	c0 := &hvd.Checkpointer{Dir: root, Logger: quiet}
+	if err := c0.Save(rts[0], checkpointAt(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c0.Save(rts[0], checkpointAt(6)); err != nil {
+		t.Fatal(err)
+	}
+	truncate(t, c0.Path(6))
+	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+		c := c0
+		if r > 0 { // other hosts: an empty directory of their own
+			c = &hvd.Checkpointer{Dir: filepath.Join(t.TempDir(), fmt.Sprint(r))}
+		}
+		ck, err := c.LoadLatest(context.Background(), rt)
+		if err != nil {
+			return err
+		}
+		if ck == nil || !reflect.DeepEqual(ck, checkpointAt(3)) {
+			return fmt.Errorf("loaded %+v, want rank 0's step 3", ck)
+		}
+		return c.Save(rt, checkpointAt(9)) // a no-op beyond rank 0
+	})
+	if _, err := os.Stat(c0.Path(9)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLoadLatestWithoutCheckpoints(t *testing.T) {
+	rts := job(t, 2)
+	c := &hvd.Checkpointer{Dir: filepath.Join(t.TempDir(), "none")}
+	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+		ck, err := c.LoadLatest(context.Background(), rt)
+		if ck != nil || err != nil {
+			return fmt.Errorf("got %v, %v; want nothing", ck, err)
+		}
+		return nil
+	})
+}
+
+func TestRestoreChecksTheModel(t *testing.T) {
+	p := hvd.NewParam("w", 2)
+	sgd, _ := hvd.NewSGD([]*hvd.Param{p}, hvd.SGDConfig{Momentum: 0.9})
+	if err := checkpointAt(4).Restore(sgd); err != nil {
+		t.Fatal(err)
+	}
+	if p.Value[0] != 4 || sgd.State().Steps != 4 || sgd.State().Slots["momentum/w"][0] != 0.5 {
+		t.Errorf("restored %v, %+v", p.Value, sgd.State())
+	}
+	round := hvd.NewCheckpoint(sgd, 0, 4)
+	if !reflect.DeepEqual(round.Params, checkpointAt(4).Params) {
+		t.Errorf("NewCheckpoint captured %v", round.Params)
+	}
+	other, _ := hvd.NewSGD([]*hvd.Param{hvd.NewParam("v", 2)}, hvd.SGDConfig{})
+	if err := checkpointAt(4).Restore(other); !errors.Is(err, hvd.ErrBadCheckpoint) {
+		t.Errorf("another model: %v", err)
+	}
+	short, _ := hvd.NewSGD([]*hvd.Param{hvd.NewParam("w", 3)}, hvd.SGDConfig{})
+	if err := checkpointAt(4).Restore(short); !errors.Is(err, hvd.ErrBadCheckpoint) {
+		t.Errorf("another length: %v", err)
+	}
+}

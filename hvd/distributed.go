@@ -1,0 +1,122 @@
+package hvd
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// DistributedOptions configure a DistributedOptimizer. The zero value
+// averages float64 gradients every backward pass.
+type DistributedOptions struct {
+	// Op reduces the gradients: kernels.Average (the zero value means
+	// Average) or kernels.Sum.
+	Op kernels.Op
+	// Compression is the gradients' wire type.
+	Compression Compression
+	// BackwardPassesPerStep accumulates the gradients of this many backward
+	// passes (each ended by a Step call) locally and all-reduces their mean
+	// once; only every such Step updates the parameters. 0 means 1.
+	BackwardPassesPerStep int
+	// GradientPredivideFactor f splits the average into a division by f
+	// before the sum and by size/f after it (Average only; 0 means 1).
+	// Use it to keep half-precision sums from overflowing.
+	GradientPredivideFactor float64
+}
+
+// DistOptimizer wraps an optimizer so that every rank applies the
+// same update: the gradients averaged over all ranks. Report each
+// parameter's gradient with GradReady as soon as the backward pass has
+// computed it; its all-reduce starts at once, overlapping the rest of the
+// backward pass. Step reports whatever was not reported yet, waits for
+// every all-reduce, and then runs the wrapped optimizer. The all-reduces
+// are named "grad/<parameter name>".
+type DistOptimizer struct {
+	inner Optimizer
+	rt    *Runtime
+	opts  DistributedOptions
+	red   ReduceOptions
+	grads []*gradSync
+	index map[string]*gradSync
+
+	mu      sync.Mutex
+	pass    int         // backward passes completed since the last update
+	synced  bool        // Synchronize ran for the pending update
+	pending []*gradSync // all-reduces of this step, in the order started
+}
+
+// gradSync is one parameter's gradient on its way through the all-reduce.
+type gradSync struct {
+	p        *Param
+	acc      []float64 // sum of this step's earlier passes; nil while unused
+	wire     *Tensor   // the compressed gradient, owned by the optimizer
+	h        *Handle   // the all-reduce in flight, or nil
+	reported bool      // reported in the current pass
+}
+
+// DistributedOptimizer wraps inner for the job of rt (nil: the default
+// runtime of Init). Every rank must wrap optimizers over parameters of the
+// same names and lengths, with the same options.
+func DistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions) (*DistOptimizer, error) {
+	rt, err := orDefault(rt)
+	if err != nil {
+		return nil, err
+	}
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	if err := checkParams(inner.Params()); err != nil {
+		return nil, err
+	}
+	o := &DistOptimizer{inner: inner, rt: rt, opts: opts, index: map[string]*gradSync{}}
+	o.red = ReduceOptions{Prescale: 1 / opts.GradientPredivideFactor, Postscale: opts.GradientPredivideFactor}
+	for _, p := range inner.Params() {
+		g := &gradSync{p: p, wire: newWire(opts.Compression, "grad/"+p.Name, len(p.Value))}
+		o.grads = append(o.grads, g)
+		o.index[p.Name] = g
+	}
+	return o, nil
+}
+
+func (d *DistributedOptions) normalize() error {
+	if d.Op == 0 {
+		d.Op = kernels.Average
+	}
+	if d.Op != kernels.Average && d.Op != kernels.Sum {
+		return fmt.Errorf("hvd: DistributedOptimizer reduces with avg or sum, not %v", d.Op)
+	}
+	if d.BackwardPassesPerStep == 0 {
+		d.BackwardPassesPerStep = 1
+	}
+	if d.BackwardPassesPerStep < 0 {
+		return fmt.Errorf("hvd: BackwardPassesPerStep %d must be positive", d.BackwardPassesPerStep)
+	}
+	if d.GradientPredivideFactor == 0 {
+		d.GradientPredivideFactor = 1
+	}
+	if d.GradientPredivideFactor != 1 && d.Op != kernels.Average {
+		return fmt.Errorf("hvd: GradientPredivideFactor needs Op avg, not %v", d.Op)
+	}
+	if d.GradientPredivideFactor < 0 {
+		return fmt.Errorf("hvd: GradientPredivideFactor %v must be positive", d.GradientPredivideFactor)
+	}
+	if int(d.Compression) >= len(compressionNames) {
+		return fmt.Errorf("hvd: unknown %v", d.Compression)
+	}
+	return nil
+}
+
+// newWire allocates a tensor of n elements of c's wire type.
+func newWire(c Compression, name string, n int) *Tensor {
+	switch c.WireDType() {
+	case kernels.F32:
+		return NewTensor(name, make([]float32, n))
+	case kernels.F16:
+		return NewTensor(name, make([]kernels.Float16, n))
+	case kernels.BF16:
+		return NewTensor(name, make([]kernels.BFloat16, n))
+	default:
+		return NewTensor(name, make([]float64, n))
+	}
+}

@@ -1,0 +1,168 @@
+package hvd
+
+import (
+	"context"
+	"fmt"
+)
+
+// GradReady tells the optimizer that the named parameters' gradients of
+// the current backward pass are final in their Grad. On the last pass of a
+// step it starts their all-reduce at once (on earlier passes it adds them
+// to the step's local sum). Grad may be overwritten as soon as GradReady
+// returns: the optimizer works on its own copy. GradReady is safe for
+// concurrent use; ranks may report in different orders.
+func (o *DistOptimizer) GradReady(names ...string) error {
+	for _, name := range names {
+		if err := o.report(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *DistOptimizer) report(name string) error {
+	g, last, err := o.claim(name)
+	if err != nil {
+		return err
+	}
+	k := o.opts.BackwardPassesPerStep
+	if k == 1 {
+		o.opts.Compression.Compress(g.wire.Data, g.p.Grad)
+	} else {
+		if g.acc == nil {
+			g.acc = make([]float64, len(g.p.Grad))
+		}
+		for i, v := range g.p.Grad {
+			g.acc[i] += v
+		}
+		if !last {
+			return nil
+		}
+		for i := range g.acc {
+			g.acc[i] /= float64(k)
+		}
+		o.opts.Compression.Compress(g.wire.Data, g.acc)
+		clear(g.acc)
+	}
+	g.h = o.rt.AllreduceAsync(g.wire, o.opts.Op, o.red)
+	o.mu.Lock()
+	o.pending = append(o.pending, g)
+	o.mu.Unlock()
+	return nil
+}
+
+// claim marks name as reported in this pass and says whether the pass is
+// the step's last.
+func (o *DistOptimizer) claim(name string) (*gradSync, bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	g := o.index[name]
+	switch {
+	case g == nil:
+		return nil, false, fmt.Errorf("%w: no parameter is named %q", ErrGradReady, name)
+	case g.reported:
+		return nil, false, fmt.Errorf("%w: gradient of %q reported twice in one backward pass (call Step after each pass)", ErrGradReady, name)
+	case o.synced:
+		return nil, false, fmt.Errorf("%w: gradient of %q reported after Synchronize and before Step", ErrGradReady, name)
+	}
+	g.reported = true
+	return g, o.pass == o.opts.BackwardPassesPerStep-1, nil
+}
+
+// Step ends a backward pass. On the last pass of a step (every pass, unless
+// BackwardPassesPerStep > 1) it all-reduces the gradients not yet reported,
+// waits for every all-reduce, writes the averaged gradients into the
+// parameters' Grad and runs the wrapped optimizer's Step. On other passes
+// it only keeps the gradients for later. Call Step only after every
+// GradReady call of the pass has returned.
+func (o *DistOptimizer) Step(ctx context.Context) error {
+	if !o.isSynced() {
+		done, err := o.endPass(ctx)
+		if err != nil || !done {
+			return err
+		}
+	}
+	o.mu.Lock()
+	o.synced = false
+	o.mu.Unlock()
+	return o.inner.Step(ctx)
+}
+
+// Synchronize finishes the last backward pass of a step without updating:
+// the averaged gradients are in the parameters' Grad afterwards, to be read
+// or clipped before Step, which then does not synchronize again.
+func (o *DistOptimizer) Synchronize(ctx context.Context) error {
+	o.mu.Lock()
+	last := o.pass == o.opts.BackwardPassesPerStep-1
+	o.mu.Unlock()
+	if !last {
+		return fmt.Errorf("%w: Synchronize before the last of %d backward passes", ErrGradReady, o.opts.BackwardPassesPerStep)
+	}
+	if _, err := o.endPass(ctx); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.synced = true
+	o.mu.Unlock()
+	return nil
+}
+
+func (o *DistOptimizer) isSynced() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.synced
+}
+
+// endPass reports the gradients not reported in this pass, in parameter
+// order, and closes the pass. After the step's last pass it waits for the
+// all-reduces and returns true.
+func (o *DistOptimizer) endPass(ctx context.Context) (bool, error) {
+	for _, g := range o.grads {
+		if !o.isReported(g) {
+			if err := o.report(g.p.Name); err != nil {
+				return false, err
+			}
+		}
+	}
+	o.mu.Lock()
+	for _, g := range o.grads {
+		g.reported = false
+	}
+	o.pass++
+	done := o.pass == o.opts.BackwardPassesPerStep
+	if done {
+		o.pass = 0
+	}
+	o.mu.Unlock()
+	if !done {
+		return false, nil
+	}
+	return true, o.collect(ctx)
+}
+
+func (o *DistOptimizer) isReported(g *gradSync) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return g.reported
+}
+
+// collect waits for every all-reduce of the step, in the order they were
+// started (which is about the order they finish), and decompresses each
+// result into its parameter's Grad while the later ones are still running.
+func (o *DistOptimizer) collect(ctx context.Context) error {
+	o.mu.Lock()
+	pending := o.pending
+	o.pending = nil
+	o.mu.Unlock()
+	var first error
+	for _, g := range pending {
+		err := g.h.Wait(ctx)
+		g.h = nil
+		if err == nil {
+			o.opts.Compression.Decompress(g.p.Grad, g.wire.Data)
+		} else if first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,39 @@
+package hvd
+
+import "context"
+
+// broadcastAll broadcasts every buffer in place from root, all in flight at
+// once, and waits for all of them (even after a failure, so that no buffer
+// is still being written when it returns).
+func broadcastAll(ctx context.Context, rt *Runtime, names []string, bufs [][]float64, root int) error {
+	hs := make([]*Handle, len(bufs))
+	for i, b := range bufs {
+		hs[i] = rt.BroadcastAsync(NewTensor(names[i], b), root)
+	}
+	return waitAll(ctx, hs)
+}
+
+// waitAll waits for every handle and returns the first error.
+func waitAll(ctx context.Context, hs []*Handle) error {
+	var first error
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		if err := h.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// orDefault returns rt, or the default runtime when rt is nil.
+func orDefault(rt *Runtime) (*Runtime, error) {
+	if rt != nil {
+		return rt, nil
+	}
+	if rt = Default(); rt == nil {
+		return nil, ErrNotInitialized
+	}
+	return rt, nil
+}

@@ -1,0 +1,59 @@
+package hvd
+
+import "context"
+
+// SGDConfig configures stochastic gradient descent.
+type SGDConfig struct {
+	// LR is the learning rate.
+	LR float64
+	// Momentum is the momentum factor; 0 turns momentum off.
+	Momentum float64
+	// Nesterov uses Nesterov momentum (needs Momentum > 0).
+	Nesterov bool
+	// WeightDecay adds WeightDecay·value to every gradient (L2 penalty).
+	WeightDecay float64
+}
+
+// SGD is stochastic gradient descent with optional momentum, Nesterov
+// momentum and weight decay, with PyTorch's update rule:
+//
+//	g = grad + wd·w;  buf = μ·buf + g;  g = g + μ·buf (Nesterov) or buf;  w -= lr·g
+type SGD struct {
+	base
+	cfg SGDConfig
+}
+
+// NewSGD returns an SGD optimizer over params. With momentum it keeps one
+// slot "momentum/<name>" per parameter.
+func NewSGD(params []*Param, cfg SGDConfig) (*SGD, error) {
+	b, err := newBase(params, cfg.LR)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Momentum != 0 {
+		b.addSlots("momentum/")
+	}
+	return &SGD{base: b, cfg: cfg}, nil
+}
+
+// Step applies one SGD update to every parameter.
+func (o *SGD) Step(context.Context) error {
+	mu, wd, lr := o.cfg.Momentum, o.cfg.WeightDecay, o.lr
+	for _, p := range o.params {
+		buf := o.slots["momentum/"+p.Name]
+		for i, g := range p.Grad {
+			g += wd * p.Value[i]
+			if buf != nil {
+				buf[i] = mu*buf[i] + g
+				if o.cfg.Nesterov {
+					g += mu * buf[i]
+				} else {
+					g = buf[i]
+				}
+			}
+			p.Value[i] -= lr * g
+		}
+	}
+	o.steps++
+	return nil
+}
