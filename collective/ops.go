@@ -104,9 +104,7 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 	if err := kernels.Scale(dt, buf, pre); err != nil {
 		return c.invalid(name, seq, "%v", err)
 	}
-	p, err := c.getPlan(planKey{alg: name, count: n, esz: dt.Size()}, func() []Step {
-		return RingAllreduce(c.Rank(), c.Size(), n, c.segElems(dt.Size()))
-	})
+	p, err := c.allreducePlan(n, dt.Size())
 	if err != nil {
 		return c.invalid(name, seq, "%v", err)
 	}
@@ -115,6 +113,20 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 		return err
 	}
 	return kernels.Scale(dt, buf, post)
+}
+
+// allreducePlan picks the algorithm by size: recursive doubling for
+// buffers small enough to run inline (latency-bound: fewest messages), the
+// pipelined ring otherwise (bandwidth-bound: fewest bytes per rank).
+func (c *Comm) allreducePlan(count, esz int) (*plan, error) {
+	if count*esz <= c.opts.InlineBytes {
+		return c.getPlan(planKey{alg: "allreduce-doubling", count: count, esz: esz}, func() []Step {
+			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
+		})
+	}
+	return c.getPlan(planKey{alg: "allreduce-ring", count: count, esz: esz}, func() []Step {
+		return RingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
+	})
 }
 
 // ReduceScatter reduces buf element-wise across all ranks with op and leaves

@@ -339,3 +339,20 @@ func TestPlanDependencies(t *testing.T) {
 		t.Fatal("a step sending to itself was accepted")
 	}
 }
+
+func TestRecursiveDoublingSchedule(t *testing.T) {
+	for n := 1; n <= 17; n++ {
+		for _, count := range []int{0, 1, 5} {
+			s := newSim(t, n, func(r int) []Step { return RecursiveDoublingAllreduce(r, n, count) }, own(count))
+			s.run(t)
+			all := uint32(1)<<n - 1
+			for r := range n {
+				for e := range count {
+					if s.bufs[r][0][e] != all {
+						t.Fatalf("n=%d rank %d element %d has contributions %b", n, r, e, s.bufs[r][0][e])
+					}
+				}
+			}
+		}
+	}
+}
