@@ -29,8 +29,8 @@ func (f *formation) dialLoop(ctx context.Context, peer int, l lane) {
 			f.log.Debug("tcptransport: connected to peer", "peer", peer, "addr", addr, "lane", l.name(f.cfg.Rank, peer))
 			return
 		}
-		if ctx.Err() != nil {
-			return
+		if ended(ctx) {
+			return // the failure is the deadline's, not the peer's: keep the last real cause
 		}
 		f.noteDialError(peer, err)
 		level := slog.LevelDebug
@@ -43,6 +43,17 @@ func (f *formation) dialLoop(ctx context.Context, peer int, l lane) {
 			return
 		}
 	}
+}
+
+// ended reports whether ctx is done or its deadline has passed. A dial
+// bounded by ctx's deadline can fail with a timeout a moment before ctx
+// itself reports the deadline; such a failure says nothing about the peer.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // dialOnce connects to peer, runs the client handshake for lane l and
@@ -70,7 +81,7 @@ func (f *formation) dialOnce(ctx context.Context, peer int, l lane) (reached boo
 // job of our size, names lane l and waits for the acknowledgement, all
 // before the handshake deadline. If ctx ends meanwhile, nc is closed.
 func (f *formation) clientHandshake(ctx context.Context, nc *net.TCPConn, peer int, l lane) error {
-	if err := tune(nc, f.cfg.sockBuf); err != nil {
+	if err := tune(nc, f.cfg); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)

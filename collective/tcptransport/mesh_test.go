@@ -177,7 +177,7 @@ func TestUnreachableLowerRank(t *testing.T) {
 func TestSecretMismatch(t *testing.T) {
 	var logs logBuffer
 	lns, addrs := listenN(t, 2)
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	r0 := start(t, ctx, lns[0], Config{Size: 2, Addrs: addrs, Secret: secretOf(1), Logger: logs.logger()})
 	r1 := start(t, ctx, lns[1], Config{Rank: 1, Size: 2, Addrs: addrs, Secret: secretOf(2), Logger: logs.logger()})
