@@ -35,12 +35,16 @@ type Config struct {
 	// socket to that many bytes (which turns Linux autotuning off); zero
 	// leaves autotuning on. Benchmarks set it to compare both.
 	sockBuf int
-	// readBuf sizes the read buffer in front of each socket: zero means
+	// readBuf sizes the read buffer behind each receiving socket: zero means
 	// recvBuffer, negative means none. Benchmarks set it to compare.
 	readBuf int
 	// spin is how long a small Recv busy-polls before it parks: zero means
 	// automatic (see autoSpin), negative never. Benchmarks set it.
 	spin time.Duration
+	// congestion names the congestion control of same-host connections:
+	// empty means sameHostCongestion, "-" the host's default. Benchmarks
+	// set it to compare.
+	congestion string
 }
 
 // normalize validates c and fills in defaults. Every broken invariant gets
@@ -67,6 +71,12 @@ func (c Config) normalize() (Config, error) {
 	c.Logger = c.Logger.With("rank", c.Rank)
 	if c.readBuf == 0 {
 		c.readBuf = recvBuffer
+	}
+	switch c.congestion {
+	case "":
+		c.congestion = sameHostCongestion
+	case "-":
+		c.congestion = ""
 	}
 	switch {
 	case c.spin == 0:

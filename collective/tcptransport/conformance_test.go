@@ -9,14 +9,29 @@ import (
 	"github.com/gorovod/gorovod/collective/transporttest"
 )
 
+// TestConformance runs the transport suite three ways: as shipped (polling
+// decided per host), with every small Recv polling for far longer than any
+// test waits (so that Close, cancellation and peer failure must all end a
+// poll), and with polling off.
 func TestConformance(t *testing.T) {
-	transporttest.Run(t, func(t *testing.T, size int) []collective.Transport {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		m, err := LocalMesh(ctx, size, nil)
-		if err != nil {
-			t.Fatalf("LocalMesh(%d): %v", size, err)
-		}
-		return m
-	})
+	for _, v := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"auto", Config{}},
+		{"spin=1h", Config{spin: time.Hour}},
+		{"spin=off", Config{spin: -1}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			transporttest.Run(t, func(t *testing.T, size int) []collective.Transport {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				m, err := localMesh(ctx, size, v.cfg)
+				if err != nil {
+					t.Fatalf("LocalMesh(%d): %v", size, err)
+				}
+				return m
+			})
+		})
+	}
 }

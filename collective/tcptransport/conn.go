@@ -9,24 +9,27 @@ import (
 	"github.com/gorovod/gorovod/collective"
 )
 
-// recvBuffer is the size of the read buffer in front of each receiving
-// socket. A buffer lets one read syscall fetch a header together with a
-// small payload (or the next header), at the cost of copying payloads
-// smaller than the buffer; larger payloads are read straight into the
-// caller's slice. Chosen by BenchmarkPingPong and BenchmarkStream (see
-// bench_test.go).
+// recvBuffer is the size of the read buffer behind each receiving socket:
+// it takes what a read fetches beyond the bytes asked for, such as the next
+// header or a whole small frame, which then costs no syscall (see inbound).
+// Chosen by BenchmarkPingPong and BenchmarkStream (see bench_test.go).
 const recvBuffer = 16 << 10
 
 // pollMax is the largest payload whose Recv busy-polls before parking (see
 // inbound). Larger messages take long enough on the wire that a wake-up is
 // cheap in comparison, and the pipelined executor that moves them needs the
-// processors for sending and reducing.
+// processors for sending and reducing (polling up to 1 MiB measured no
+// faster for 256 KiB to 64 MiB all-reduces).
 const pollMax = 64 << 10
 
 // conn is the collective.Conn to one peer: two TCP sockets, one per
 // direction (lane), so that a Send and a Recv in progress never contend for
-// a socket. Send and Recv use disjoint fields, so one of each may run at
-// once without locks; the only shared state is the atomic failure.
+// a socket. Against one socket carrying both ways, two ranks in separate
+// processes on the 2-CPU test VM ran a 64 MiB all-reduce at 2.6-2.9 rather
+// than 2.2-2.4 GB/s on 42-48 rather than 51-58 ms of processor time, and a
+// 4 KiB one in 22.5 rather than 31.5 µs. Send and Recv use disjoint fields,
+// so one of each may run at once without locks; the only shared state is
+// the atomic failure.
 type conn struct {
 	out  *net.TCPConn // lane rank>peer: written by Send, never read
 	in   *net.TCPConn // lane peer>rank: read by Recv, never written
@@ -79,8 +82,7 @@ func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
 }
 
 // Recv reads one frame header, checks it against tag and len(p), then reads
-// the payload straight into p. A small frame is busy-polled for (see
-// inbound).
+// the payload into p. A Recv of a small frame busy-polls (see inbound).
 func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	if err := c.ready(ctx, opRecv); err != nil {
 		return err

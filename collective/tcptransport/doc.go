@@ -1,33 +1,40 @@
 // Package tcptransport is gorovod's data plane: a collective.Transport made
-// of one TCP connection per pair of ranks.
+// of TCP connections, two per pair of ranks.
 //
 // # Mesh formation
 //
 // Every rank opens a Listener, publishes its address (through the
-// rendezvous), and calls Connect with the addresses of all ranks. Rank i
-// dials every rank j < i, retrying with back-off while its context lasts,
-// and accepts a connection from every rank j > i. Connect returns when it
-// holds one authenticated connection per peer; it then closes the
-// listener, so nothing more is accepted. If the context ends first, Connect
-// closes everything it opened and returns an error that names the ranks
-// that never connected (with the last dial error for each lower rank).
-// LocalMesh does all of this in one process over 127.0.0.1.
+// rendezvous), and calls Connect with the addresses of all ranks. The link
+// between two ranks is two sockets, one per direction (a lane): each
+// carries frames one way only, so a Send and a Recv in progress on a link
+// never contend for a socket (the kernel serialises the calls on one
+// socket). Rank i dials both lanes to every rank j < i, retrying with
+// back-off while its context lasts, and accepts both lanes from every rank
+// j > i. Connect returns when it holds every lane of every link; it then
+// closes the listener, so nothing more is accepted. If the context ends
+// first, Connect closes everything it opened and returns an error that
+// names the ranks whose links never formed (with the last dial error for
+// each lower rank). LocalMesh does all of this in one process over
+// 127.0.0.1.
 //
 // # Handshake
 //
 // Each connection starts with internal/auth's mutual HMAC-SHA256
-// challenge–response over the 32-byte job secret. Each side binds the hello
-// "gorovod-data rank=R size=N" into its proof, so no one can claim a rank
-// without knowing the secret. The accepting side then checks the claim (a
-// rank above its own, the job's size, not already connected) and answers
-// with a one-byte acknowledgement; the dialing side checks that it reached
-// the rank it meant to and waits for that byte. The whole exchange runs
-// under Config.HandshakeTimeout, and every accepted connection handshakes on
-// its own goroutine, so a silent intruder cannot hold up a real peer. A
-// connection that fails any step (wrong secret, garbage bytes, silence past
-// the deadline, a rank out of range, a duplicate rank, a size mismatch) is
-// closed and logged at Warn with its remote address and the reason, and
-// formation goes on.
+// challenge–response over the 32-byte job secret. Each side binds its hello
+// into its proof: the accepting side's is "gorovod-data rank=R size=N", the
+// dialing side's also names the lane it opens, as "... lane=F>T" (frames go
+// from rank F to rank T), so no one can claim a rank or a lane without
+// knowing the secret. The accepting side then checks the claim (a rank
+// above its own, the job's size, a lane between the two ranks, not already
+// connected) and answers with a one-byte acknowledgement; the dialing side
+// checks that it reached the rank it meant to and waits for that byte. The
+// whole exchange runs under Config.HandshakeTimeout, and every accepted
+// connection handshakes on its own goroutine, so a silent intruder cannot
+// hold up a real peer. A connection that fails any step (wrong secret,
+// garbage bytes, silence past the deadline, a rank out of range, a
+// malformed or foreign lane, a duplicate lane, a size mismatch) is closed
+// and logged at Warn with its remote address and the reason, and formation
+// goes on.
 //
 // # Framing
 //
@@ -42,13 +49,40 @@
 //	16     8    Len    (little-endian): payload bytes that follow
 //
 // Send writes the header and the caller's slice with one vectored write
-// (writev through net.Buffers); the payload is never copied. Recv reads the
-// header, compares Seq, Step and Len with the tag it expects and len(p), and
-// then reads the payload straight into p. A 16 KiB read buffer lets one
-// syscall fetch a header together with a small payload; payloads larger
-// than the buffer bypass it. TCP_NODELAY is on; socket buffers are left to
-// Linux's autotuning, which measured faster than fixed 4 MiB buffers on
-// loopback.
+// (writev through net.Buffers); the payload is never copied. Recv checks
+// the header's Seq, Step and Len against the tag it expects and len(p). Its
+// reads are vectored too: each readv(2) fills the rest of what Recv wants
+// first and puts whatever the stream holds beyond it (the next header, a
+// whole small frame) in a 16 KiB read buffer. A header that came with the
+// previous frame costs no syscall, and a payload is copied only for the
+// bytes that overshot into the buffer. TCP_NODELAY is on; socket buffers
+// are left to Linux's autotuning, which measured faster than fixed 4 MiB
+// buffers on loopback.
+//
+// # Busy-polling
+//
+// A Recv of at most 64 KiB polls its non-blocking socket (yielding the
+// processor to runnable goroutines between attempts) for up to 200 µs
+// before it parks on the netpoller: parking and waking a thread, and on a
+// virtual machine waking an idle virtual CPU, cost more than a small
+// message takes to arrive. Polling is off where it would take processors
+// that other ranks need: when the ranks on this host (by the host part of
+// their addresses) outnumber its CPUs. A poll that runs out of budget does
+// not stop the next one: when a rank parks, its slow wake-up makes its
+// peer's poll fail too, and every back-off tried (after failures in a row,
+// or while few polls paid) kept ranks parking and made the median 4 KiB
+// all-reduce up to twice as slow. The budget is long for the same reason
+// (see spinBudget). Close, a peer's failure and a cancelled context end a
+// poll as promptly as a parked read.
+//
+// # Congestion control
+//
+// Data connections whose two ends are on one host use Reno. The common
+// default BBR paces its sends with timers on a device without an fq qdisc,
+// as loopback is, which held a 64 MiB two-rank all-reduce to 1.7 GB/s and
+// nearly doubled its processor time; Reno does not pace, and a same-host
+// path has no congestion to control. Connections between hosts keep the
+// host's default.
 //
 // # Failures
 //
@@ -62,11 +96,11 @@
 // stream position is then unknown, so the link is failed too. (A context
 // that ended before the call fails only that call: no byte moved.) Watching
 // a context costs one context.AfterFunc per call, nothing if it can never
-// end. The first
-// failure of a link closes its socket, so the peer learns at once. Close
-// closes every socket: pending and later calls fail with
-// collective.ErrClosed and peers see collective.ErrPeerGone.
+// end. The first failure of a link closes both its sockets, so the peer
+// learns at once. Close closes every socket: pending and later calls fail
+// with collective.ErrClosed and peers see collective.ErrPeerGone.
 //
 // At most one Send and one Recv may be in progress on a Conn at a time; they
-// share no locks. A Transport runs no goroutines of its own.
+// share no locks. With a context that cannot end, neither allocates. A
+// Transport runs no goroutines of its own.
 package tcptransport

@@ -7,43 +7,51 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
-// inbound reads the byte stream of one receiving lane. A read buffer in
-// front of the socket lets one syscall fetch a header together with a small
-// payload (or the next header); reads at least as large as the buffer go
-// straight into the caller's slice.
+// inbound reads the byte stream of one receiving lane.
+//
+// Every read is one readv of two pieces: first the rest of what the caller
+// wants, then a read buffer that takes whatever the stream holds beyond it
+// (the next header, a whole small frame). So a frame whose header came with
+// the previous read costs one syscall, and a small payload lands in the
+// caller's slice with no copy; only bytes that overshoot into the buffer
+// are copied, once, when their frame is read.
 //
 // A read asked to poll first busy-polls the non-blocking socket for up to
 // the spin budget and only then parks on the netpoller. Parking costs a
 // sleep and a wake-up of the thread (and, on an idle virtual CPU, of the
 // CPU itself), which for a small message is several times the time the
-// message takes to arrive.
+// message takes to arrive. A poll that runs out of budget does not stop
+// the next one from polling (see doc.go for why).
 type inbound struct {
-	nc   *net.TCPConn
-	rc   syscall.RawConn // nc's fd, for polling; nil disables polling
-	buf  []byte          // the read buffer; empty for none
-	r, w int             // buf[r:w] is read from the socket, not yet consumed
-	spin time.Duration   // polling budget of one read; 0: never poll
+	rc   syscall.RawConn
+	buf  []byte        // the read buffer; empty for none
+	r, w int           // buf[r:w] is read from the socket, not yet consumed
+	spin time.Duration // polling budget of one read; 0: never poll
 
-	// The poll in progress, shared with pollOnce.
-	pollFn   func(fd uintptr) bool // in.pollOnce, bound once: no allocation per poll
-	pollInto []byte
-	pollN    int
-	pollErr  error
+	// The read in progress, shared with the RawConn callbacks, which are
+	// bound once so that reads do not allocate.
+	iov      [2]syscall.Iovec
+	niov     int
+	n        int   // bytes the last readv returned
+	errno    error // its error; nil for data or end of stream
+	pollFn   func(fd uintptr) bool
+	parkFn   func(fd uintptr) bool
+	rcFailed error // set if the socket could not be reached
 }
 
+// newInbound reads nc through a read buffer of bufSize bytes (none if not
+// positive), letting reads that may poll do so for spin.
 func newInbound(nc *net.TCPConn, bufSize int, spin time.Duration) *inbound {
-	in := &inbound{nc: nc}
+	in := &inbound{spin: spin}
 	if bufSize > 0 {
 		in.buf = make([]byte, bufSize)
 	}
-	if spin > 0 {
-		if rc, err := nc.SyscallConn(); err == nil {
-			in.rc, in.spin = rc, spin
-		}
-	}
+	in.rc, in.rcFailed = nc.SyscallConn()
 	in.pollFn = in.pollOnce
+	in.parkFn = in.readOrPark
 	return in
 }
 
@@ -54,84 +62,115 @@ func (in *inbound) readFull(p []byte, poll bool) error {
 	in.r += n
 	p = p[n:]
 	for len(p) > 0 { // the buffer is empty here
-		if len(p) >= len(in.buf) {
-			n, err := in.read(p, poll)
-			p = p[n:]
-			if err != nil {
-				return noEOF(err, len(p))
-			}
-			continue
-		}
-		n, err := in.read(in.buf, poll)
-		m := copy(p, in.buf[:n])
-		in.r, in.w = m, n
-		p = p[m:]
+		n, err := in.read(p, poll && in.spin > 0)
+		got := min(n, len(p))
+		p = p[got:]
+		in.r, in.w = 0, n-got
 		if err != nil {
-			return noEOF(err, len(p))
+			if err == io.EOF && len(p) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
 		}
 	}
 	return nil
 }
 
-// noEOF turns an end of stream inside a read into io.ErrUnexpectedEOF.
-func noEOF(err error, left int) error {
-	if err == io.EOF && left > 0 {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-// read reads some bytes into p, polling first if poll is set and a budget
-// is configured.
+// read reads at least one byte into p and the buffer behind it, polling
+// first if poll is set. It returns the bytes read, which fill p before the
+// buffer.
 func (in *inbound) read(p []byte, poll bool) (int, error) {
-	if poll && in.spin > 0 {
-		if n, done, err := in.poll(p); done {
-			return n, err
+	if in.rcFailed != nil {
+		return 0, in.rcFailed
+	}
+	in.iov[0] = iovec(p)
+	in.niov = 1
+	if len(in.buf) > 0 {
+		in.iov[1] = iovec(in.buf)
+		in.niov = 2
+	}
+	defer in.release()
+	if poll {
+		if done, err := in.poll(); done {
+			return in.n, err
 		}
 	}
-	return in.nc.Read(p)
+	if err := in.rc.Read(in.parkFn); err != nil {
+		return 0, err
+	}
+	return in.n, in.result()
 }
 
-// poll retries a non-blocking read of p until it returns data, an error or
-// end of stream (done), or until the spin budget is spent (not done). A
-// closed socket ends it at once, so Close and a cancelled context (which
-// closes the socket) are honoured within one iteration. Between attempts
-// it yields the processor, so polling never holds up a goroutine that can
-// run, such as a peer rank in the same process.
-func (in *inbound) poll(p []byte) (n int, done bool, err error) {
-	in.pollInto = p
-	n, done, err = in.spinRead()
-	in.pollInto = nil // do not keep the caller's buffer reachable
-	return n, done, err
-}
+// release drops the references to the caller's slice.
+func (in *inbound) release() { in.iov[0] = syscall.Iovec{} }
 
-func (in *inbound) spinRead() (int, bool, error) {
+// poll retries a non-blocking read until it returns data, an error or end
+// of stream (done), or until the spin budget is spent (not done). A closed
+// socket ends it at once, so Close and a cancelled context (which closes
+// the socket) are honoured within one attempt. Between attempts it yields
+// the processor, so polling never holds up a goroutine that can run, such
+// as a peer rank in the same process.
+func (in *inbound) poll() (done bool, err error) {
 	var start time.Time
 	for i := 0; ; i++ {
 		if err := in.rc.Read(in.pollFn); err != nil {
-			return 0, true, err
+			return true, err
 		}
-		switch in.pollErr {
-		case nil:
-			if in.pollN == 0 {
-				return 0, true, io.EOF
-			}
-			return in.pollN, true, nil
-		case syscall.EAGAIN, syscall.EINTR:
-		default:
-			return 0, true, os.NewSyscallError("read", in.pollErr)
+		if in.errno != syscall.EAGAIN {
+			return true, in.result()
 		}
 		if i == 0 {
 			start = time.Now()
 		} else if time.Since(start) >= in.spin {
-			return 0, false, nil
+			return false, nil
 		}
 		runtime.Gosched()
 	}
 }
 
-// pollOnce is the RawConn callback: one non-blocking read, never a wait.
+// result turns the outcome of the last readv into an error.
+func (in *inbound) result() error {
+	switch {
+	case in.errno != nil:
+		return os.NewSyscallError("readv", in.errno)
+	case in.n == 0:
+		return io.EOF
+	}
+	return nil
+}
+
+// pollOnce is the RawConn callback of a poll: one non-blocking readv,
+// never a wait.
 func (in *inbound) pollOnce(fd uintptr) bool {
-	in.pollN, in.pollErr = syscall.Read(int(fd), in.pollInto)
+	in.readv(fd)
 	return true
+}
+
+// readOrPark is the RawConn callback of a blocking read: it asks the
+// netpoller to wait while the socket has nothing.
+func (in *inbound) readOrPark(fd uintptr) bool {
+	in.readv(fd)
+	return in.errno != syscall.EAGAIN
+}
+
+// readv runs one readv(2) of the pieces in in.iov, retrying on EINTR.
+func (in *inbound) readv(fd uintptr) {
+	for {
+		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&in.iov[0])), uintptr(in.niov))
+		if e == syscall.EINTR {
+			continue
+		}
+		in.n, in.errno = int(n), nil
+		if e != 0 {
+			in.n, in.errno = 0, e
+		}
+		return
+	}
+}
+
+// iovec describes p, which must not be empty.
+func iovec(p []byte) syscall.Iovec {
+	v := syscall.Iovec{Base: &p[0]}
+	v.SetLen(len(p))
+	return v
 }

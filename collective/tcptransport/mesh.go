@@ -52,7 +52,7 @@ type formation struct {
 	hello []byte
 
 	mu      sync.Mutex
-	socks   []lanes       // by peer rank; nil until claimed
+	socks   []lanes       // by peer rank; a lane is nil until claimed
 	lastErr []error       // by lower peer rank: why the last dial failed
 	need    int           // sockets not yet claimed
 	sealed  bool          // Connect has decided; no more claims
@@ -92,9 +92,7 @@ func (f *formation) run(ctx context.Context, ln *Listener) ([]lanes, error) {
 	}
 	for peer := range f.cfg.Rank {
 		wg.Go(func() { f.dialLoop(inner, peer, laneOut) })
-		if !expShared {
-			wg.Go(func() { f.dialLoop(inner, peer, laneIn) })
-		}
+		wg.Go(func() { f.dialLoop(inner, peer, laneIn) })
 	}
 	select {
 	case <-f.full:
@@ -133,10 +131,6 @@ func (f *formation) claim(rank int, l lane, nc *net.TCPConn, ack func() error) e
 	}
 	f.socks[rank][l] = nc
 	f.need--
-	if expShared {
-		f.socks[rank][1-l] = nc
-		f.need--
-	}
 	if f.need == 0 {
 		close(f.full)
 	}
