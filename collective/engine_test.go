@@ -318,3 +318,35 @@ func TestEngineDuplicateAndShutdown(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineSoloNotFused: solo all-reduces submitted together are reduced
+// one by one, in place, while their plain twins are fused.
+func TestEngineSoloNotFused(t *testing.T) {
+	for _, solo := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.CycleTime = 50 * time.Millisecond // every submission lands in the first cycle
+		es, _ := newEngines(t, memMesh, 2, cfg)
+		const n = 8
+		bufs := make([][][]float32, 2)
+		onEngines(t, es, func(r int, e *collective.Engine) error {
+			hs := make([]*collective.Handle, n)
+			bufs[r] = make([][]float32, n)
+			for i := range n {
+				bufs[r][i] = []float32{float32(r + i), 1}
+				req := allreduceReq(fmt.Sprintf("s%d", i), kernels.F32, kernels.Sum, 2)
+				req.Solo = solo
+				hs[i] = e.Submit(req, kernels.AsBytes(bufs[r][i]))
+			}
+			return waitAll(hs)
+		})
+		for i := range n {
+			if got := bufs[0][i]; got[0] != float32(2*i+1) || got[1] != 2 {
+				t.Fatalf("solo=%v: s%d = %v", solo, i, got)
+			}
+		}
+		st := es[0].Stats()
+		if solo && st.Batches != n || !solo && st.Batches >= n {
+			t.Errorf("solo=%v: %d tensors in %d batches", solo, st.Tensors, st.Batches)
+		}
+	}
+}
