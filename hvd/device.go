@@ -1,5 +1,3 @@
-//go:build !cuda
-
 package hvd
 
 import "fmt"
@@ -19,10 +17,6 @@ func (d Device) String() string {
 	}
 	return "cpu"
 }
-
-// Device returns the device this rank should pin: in a build without CUDA
-// it is always the CPU. (With -tags cuda it is GPU LocalRank % visible GPUs.)
-func (r *Runtime) Device() Device { return Device{GPU: -1} }
 
 // CurrentDevice is the default runtime's Device, or the CPU before Init.
 func CurrentDevice() Device {

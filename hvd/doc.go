@@ -27,6 +27,11 @@
 // and --timeline-filename). A rank that runs out of data calls Join, and the
 // others' all-reduces go on without it until every rank has joined.
 //
+// Tensors in GPU memory (DeviceTensor) have their own AllreduceDevice,
+// BroadcastDevice and AllgatherDevice in a build with -tags cuda; they are
+// staged through page-locked host memory in spans that overlap the copies
+// with the network. Without that tag they fail with ErrNoCUDA.
+//
 // Failures are global: when any rank fails (it crashes, a link breaks, a
 // context is cancelled, an argument is invalid) every rank's pending and
 // later operations return an error naming the operation, tensor, step,

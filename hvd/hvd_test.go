@@ -55,7 +55,7 @@ func memRuntimes(t *testing.T, n int) []*hvd.Runtime {
 }
 
 // each runs f on every runtime concurrently and fails on any error.
-func each(t *testing.T, rts []*hvd.Runtime, f func(r int, rt *hvd.Runtime) error) {
+func each(t testing.TB, rts []*hvd.Runtime, f func(r int, rt *hvd.Runtime) error) {
 	t.Helper()
 	errs := make([]error, len(rts))
 	var wg sync.WaitGroup

@@ -43,6 +43,7 @@ type Runtime struct {
 	rdv      *rendezvous.Client // nil without a launcher
 
 	stop context.CancelFunc // ends the launcher watch
+	dev  deviceState        // the GPU context and staging buffers, opened on first use
 
 	mu     sync.Mutex
 	closed bool
@@ -184,6 +185,7 @@ func (r *Runtime) Shutdown() error {
 	r.closed = true
 	r.mu.Unlock()
 	r.engine.Shutdown()
+	r.closeDevice()
 	r.stop()
 	r.comm.Close()
 	if r.rdv != nil {

@@ -55,22 +55,31 @@ func (t *Tensor) validate() error {
 	if t == nil {
 		return fmt.Errorf("%w: nil tensor", ErrInvalidTensor)
 	}
-	if t.Name == "" {
-		return fmt.Errorf("%w: a tensor needs a name", ErrInvalidTensor)
-	}
-	if !t.DType.Valid() {
-		return fmt.Errorf("%w: %q has dtype %v", ErrInvalidTensor, t.Name, t.DType)
-	}
-	if len(t.Shape) == 0 {
-		return fmt.Errorf("%w: %q has no shape", ErrInvalidTensor, t.Name)
-	}
-	for _, d := range t.Shape {
-		if d < 0 {
-			return fmt.Errorf("%w: %q has shape %v", ErrInvalidTensor, t.Name, t.Shape)
-		}
+	if err := validateMeta(t.Name, t.DType, t.Shape); err != nil {
+		return err
 	}
 	if want := t.Count() * t.DType.Size(); len(t.Data) != want {
 		return fmt.Errorf("%w: %q of shape %v and dtype %v needs %d bytes, has %d", ErrInvalidTensor, t.Name, t.Shape, t.DType, want, len(t.Data))
+	}
+	return nil
+}
+
+// validateMeta checks what host and device tensors share: a name, a valid
+// dtype and a shape without negative dimensions.
+func validateMeta(name string, dt kernels.DType, shape []int) error {
+	if name == "" {
+		return fmt.Errorf("%w: a tensor needs a name", ErrInvalidTensor)
+	}
+	if !dt.Valid() {
+		return fmt.Errorf("%w: %q has dtype %v", ErrInvalidTensor, name, dt)
+	}
+	if len(shape) == 0 {
+		return fmt.Errorf("%w: %q has no shape", ErrInvalidTensor, name)
+	}
+	for _, d := range shape {
+		if d < 0 {
+			return fmt.Errorf("%w: %q has shape %v", ErrInvalidTensor, name, shape)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,347 @@
+//go:build cuda
+
+package hvd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/collective/tcptransport"
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
+	"github.com/gorovod/gorovod/kernels/cuda"
+)
+
+// gpu opens the GPU the test ranks share, for filling and reading tensors.
+func gpu(t testing.TB) (*cuda.Context, *cuda.Stream) {
+	t.Helper()
+	ctx, err := cuda.Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ctx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); ctx.Close() })
+	return ctx, st
+}
+
+// upload allocates a device tensor on rt holding values (as dt).
+func upload(t testing.TB, rt *hvd.Runtime, st *cuda.Stream, name string, dt kernels.DType, values []float64, shape ...int) *hvd.DeviceTensor {
+	t.Helper()
+	if len(shape) == 0 {
+		shape = []int{len(values)}
+	}
+	d, err := rt.AllocDevice(name, dt, shape...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.FreeDevice(d) })
+	if len(values) > 0 {
+		host := make([]byte, len(values)*dt.Size())
+		encode(dt, host, values)
+		if err := st.CopyHtoD(d.Ptr, host); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// download reads a device tensor back as float64s.
+func download(t testing.TB, st *cuda.Stream, d *hvd.DeviceTensor) []float64 {
+	t.Helper()
+	host := make([]byte, d.Bytes())
+	if len(host) > 0 {
+		if err := st.CopyDtoH(host, d.Ptr); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make([]float64, d.Count())
+	decode(d.DType, out, host)
+	return out
+}
+
+// input is rank r's element j: small integers, exact in every dtype, so
+// that sums, averages and maxima over up to 4 ranks are exact too.
+func input(r, j int) float64 { return float64(r+1) + float64(j%7) }
+
+func expect(op kernels.Op, n, j int) float64 {
+	k := float64(j % 7)
+	switch op {
+	case kernels.Sum:
+		return float64(n*(n+1)/2) + float64(n)*k
+	case kernels.Average:
+		return float64(n+1)/2 + k
+	case kernels.Max:
+		return float64(n) + k
+	case kernels.Min:
+		return 1 + k
+	}
+	panic(op)
+}
+
+// TestDeviceAllreduce all-reduces device tensors on 2 and 4 ranks sharing
+// one GPU, over sizes that take zero, one and several staging spans.
+func TestDeviceAllreduce(t *testing.T) {
+	_, st := gpu(t)
+	for _, n := range []int{2, 4} {
+		rts := memRuntimes(t, n)
+		for _, dt := range []kernels.DType{kernels.F32, kernels.F64, kernels.F16, kernels.BF16, kernels.I32, kernels.I64} {
+			for _, op := range []kernels.Op{kernels.Sum, kernels.Average, kernels.Max, kernels.Min} {
+				counts := []int{0, 1, 1000}
+				if op == kernels.Sum {
+					counts = append(counts, (40<<20)/dt.Size()+3) // three spans, the last one short
+				}
+				for _, count := range counts {
+					name := fmt.Sprintf("n%d/%v/%v/%d", n, dt, op, count)
+					ds := make([]*hvd.DeviceTensor, n)
+					for r, rt := range rts {
+						vals := make([]float64, count)
+						for j := range vals {
+							vals[j] = input(r, j)
+						}
+						ds[r] = upload(t, rt, st, name, dt, vals)
+					}
+					each(t, rts, func(r int, rt *hvd.Runtime) error {
+						return rt.AllreduceDevice(context.Background(), ds[r], op, hvd.ReduceOptions{})
+					})
+					for r := range rts {
+						got := download(t, st, ds[r])
+						for j, v := range got {
+							want := expect(op, n, j)
+							if !dt.IsFloat() {
+								want = math.RoundToEven(want) // integer averages round half to even
+							}
+							if v != want {
+								t.Fatalf("%s: rank %d element %d = %v, want %v", name, r, j, v, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDeviceAllreduceScales: a prescale and a postscale are applied on the
+// GPU (2 × ... × 0.25 of a sum over 2 ranks is half the sum).
+func TestDeviceAllreduceScales(t *testing.T) {
+	_, st := gpu(t)
+	rts := memRuntimes(t, 2)
+	const count = (20 << 20) / 4
+	ds := make([]*hvd.DeviceTensor, 2)
+	for r, rt := range rts {
+		vals := make([]float64, count)
+		for j := range vals {
+			vals[j] = input(r, j)
+		}
+		ds[r] = upload(t, rt, st, "scaled", kernels.F32, vals)
+	}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		return rt.AllreduceDevice(context.Background(), ds[r], kernels.Sum, hvd.ReduceOptions{Prescale: 2, Postscale: 0.25})
+	})
+	for r := range rts {
+		for j, v := range download(t, st, ds[r]) {
+			if want := expect(kernels.Sum, 2, j) / 2; v != want {
+				t.Fatalf("rank %d element %d = %v, want %v", r, j, v, want)
+			}
+		}
+	}
+}
+
+// TestDeviceBroadcast copies root 1's tensor (several spans) to every rank.
+func TestDeviceBroadcast(t *testing.T) {
+	_, st := gpu(t)
+	rts := memRuntimes(t, 4)
+	const count = (36 << 20) / 8
+	ds := make([]*hvd.DeviceTensor, 4)
+	for r, rt := range rts {
+		vals := make([]float64, count)
+		for j := range vals {
+			vals[j] = float64(r*1000 + j%1000)
+		}
+		ds[r] = upload(t, rt, st, "bcast", kernels.F64, vals)
+	}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		return rt.BroadcastDevice(context.Background(), ds[r], 1)
+	})
+	for r := range rts {
+		for j, v := range download(t, st, ds[r]) {
+			if want := float64(1000 + j%1000); v != want {
+				t.Fatalf("rank %d element %d = %v, want %v", r, j, v, want)
+			}
+		}
+	}
+}
+
+// TestDeviceAllgather gathers rank r's r+1 rows of 3 into a new device
+// tensor on every rank.
+func TestDeviceAllgather(t *testing.T) {
+	_, st := gpu(t)
+	rts := memRuntimes(t, 3)
+	ds := make([]*hvd.DeviceTensor, 3)
+	for r, rt := range rts {
+		vals := make([]float64, 3*(r+1))
+		for j := range vals {
+			vals[j] = float64(10*r + j)
+		}
+		ds[r] = upload(t, rt, st, "rows", kernels.I32, vals, r+1, 3)
+	}
+	outs := make([]*hvd.DeviceTensor, 3)
+	each(t, rts, func(r int, rt *hvd.Runtime) (err error) {
+		outs[r], err = rt.AllgatherDevice(context.Background(), ds[r])
+		return err
+	})
+	var want []float64
+	for r := range 3 {
+		for j := range 3 * (r + 1) {
+			want = append(want, float64(10*r+j))
+		}
+	}
+	for r, rt := range rts {
+		if fmt.Sprint(outs[r].Shape) != "[6 3]" {
+			t.Fatalf("rank %d: shape %v, want [6 3]", r, outs[r].Shape)
+		}
+		if got := download(t, st, outs[r]); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("rank %d: got %v, want %v", r, got, want)
+		}
+		if err := rt.FreeDevice(outs[r]); err != nil {
+			t.Fatalf("rank %d: FreeDevice: %v", r, err)
+		}
+	}
+}
+
+// TestDeviceAfterShutdown: device operations after Shutdown fail with
+// ErrShutdown, and memory the runtime did not allocate is not freed.
+func TestDeviceAfterShutdown(t *testing.T) {
+	_, st := gpu(t)
+	rt := memRuntimes(t, 1)[0]
+	d := upload(t, rt, st, "late", kernels.F32, []float64{1, 2})
+	if err := rt.FreeDevice(&hvd.DeviceTensor{Name: "alien", DType: kernels.F32, Shape: []int{1}, Ptr: d.Ptr + 4}); !errors.Is(err, hvd.ErrInvalidTensor) {
+		t.Errorf("freeing a foreign pointer: err = %v, want ErrInvalidTensor", err)
+	}
+	rt.Shutdown()
+	if err := rt.AllreduceDevice(context.Background(), d, kernels.Sum, hvd.ReduceOptions{}); !errors.Is(err, hvd.ErrShutdown) {
+		t.Errorf("after Shutdown: err = %v, want ErrShutdown", err)
+	}
+}
+
+// tcpRuntimes builds n runtimes in this process over loopback TCP.
+func tcpRuntimes(b testing.TB, n int) []*hvd.Runtime {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	trs, err := tcptransport.LocalMesh(ctx, n, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rts := make([]*hvd.Runtime, n)
+	for r := range n {
+		if rts[r], err = hvd.NewRuntime(ctx, hvd.Config{Env: slot(r, n), Transport: trs[r]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() {
+		for _, rt := range rts {
+			rt.Shutdown()
+		}
+	})
+	return rts
+}
+
+// BenchmarkDeviceVsHost all-reduces 64 MiB of float32 on 2 and 4 ranks
+// over loopback TCP, from host memory and from GPU memory, in the same
+// run, and reports each one's bus bandwidth (2(n-1)/n × bytes / time).
+//
+//	go test -tags cuda -run '^$' -bench DeviceVsHost ./hvd
+func BenchmarkDeviceVsHost(b *testing.B) {
+	const bytes = 64 << 20
+	_, st := gpu(b)
+	for _, n := range []int{2, 4} {
+		rts := tcpRuntimes(b, n)
+		hosts := make([]*hvd.Tensor, n)
+		devs := make([]*hvd.DeviceTensor, n)
+		for r, rt := range rts {
+			hosts[r] = hvd.NewTensor(fmt.Sprintf("host%d", n), make([]float32, bytes/4))
+			devs[r] = upload(b, rt, st, fmt.Sprintf("dev%d", n), kernels.F32, make([]float64, bytes/4))
+		}
+		busbw := func(b *testing.B) {
+			b.ReportMetric(float64(bytes)*2*float64(n-1)/float64(n)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "busbw-GB/s")
+		}
+		b.Run(fmt.Sprintf("n=%d/host", n), func(b *testing.B) {
+			b.SetBytes(bytes)
+			for b.Loop() {
+				each(b, rts, func(r int, rt *hvd.Runtime) error {
+					return rt.Allreduce(context.Background(), hosts[r], kernels.Sum, hvd.ReduceOptions{})
+				})
+			}
+			busbw(b)
+		})
+		for _, chunk := range []int{4 << 20, 8 << 20, 16 << 20} {
+			b.Run(fmt.Sprintf("n=%d/device/span=%dMiB", n, chunk>>20), func(b *testing.B) {
+				defer hvd.SetStageChunk(chunk)()
+				b.SetBytes(bytes)
+				for b.Loop() {
+					each(b, rts, func(r int, rt *hvd.Runtime) error {
+						return rt.AllreduceDevice(context.Background(), devs[r], kernels.Sum, hvd.ReduceOptions{})
+					})
+				}
+				busbw(b)
+			})
+		}
+	}
+}
+
+// encode writes values into b as dt elements.
+func encode(dt kernels.DType, b []byte, values []float64) {
+	for i, v := range values {
+		switch dt {
+		case kernels.F32:
+			kernels.FromBytes[float32](b)[i] = float32(v)
+		case kernels.F64:
+			kernels.FromBytes[float64](b)[i] = v
+		case kernels.F16:
+			kernels.FromBytes[kernels.Float16](b)[i] = kernels.ToFloat16(float32(v))
+		case kernels.BF16:
+			kernels.FromBytes[kernels.BFloat16](b)[i] = kernels.ToBFloat16(float32(v))
+		case kernels.I32:
+			kernels.FromBytes[int32](b)[i] = int32(v)
+		case kernels.I64:
+			kernels.FromBytes[int64](b)[i] = int64(v)
+		case kernels.U8:
+			b[i] = uint8(v)
+		}
+	}
+}
+
+// decode reads the dt elements of b into out.
+func decode(dt kernels.DType, out []float64, b []byte) {
+	for i := range out {
+		switch dt {
+		case kernels.F32:
+			out[i] = float64(kernels.FromBytes[float32](b)[i])
+		case kernels.F64:
+			out[i] = kernels.FromBytes[float64](b)[i]
+		case kernels.F16:
+			out[i] = float64(kernels.FromBytes[kernels.Float16](b)[i].Float32())
+		case kernels.BF16:
+			out[i] = float64(kernels.FromBytes[kernels.BFloat16](b)[i].Float32())
+		case kernels.I32:
+			out[i] = float64(kernels.FromBytes[int32](b)[i])
+		case kernels.I64:
+			out[i] = float64(kernels.FromBytes[int64](b)[i])
+		case kernels.U8:
+			out[i] = float64(b[i])
+		}
+	}
+}
