@@ -59,7 +59,8 @@
 //     an error, on every rank, that names the tensor and both values);
 //  5. fuses ready all-reduces of equal dtype, op and scale factors into
 //     batches of up to FusionThreshold bytes (one Comm.Allreduce each over
-//     a reused buffer), runs the rest one by one, and completes handles.
+//     a reused buffer), runs the rest one by one (all-reduces of 1 MiB and
+//     more among them, in place: see soloBytes), and completes handles.
 //
 // This is Horovod's rank-0 coordinator with one round fewer. A name
 // negotiated in full enters the response cache in the same slot on every

@@ -319,10 +319,11 @@ func TestEngineDuplicateAndShutdown(t *testing.T) {
 	}
 }
 
-// TestEngineSoloNotFused: solo all-reduces submitted together are reduced
-// one by one, in place, while their plain twins are fused.
-func TestEngineSoloNotFused(t *testing.T) {
-	for _, solo := range []bool{false, true} {
+// TestEngineLargeNotFused: all-reduces of soloBytes (1 MiB) or more that
+// are ready together are reduced one by one, in place, while small ones
+// are fused.
+func TestEngineLargeNotFused(t *testing.T) {
+	for _, count := range []int{2, 1 << 18} { // 8 bytes and 1 MiB of float32
 		cfg := testConfig()
 		cfg.CycleTime = 50 * time.Millisecond // every submission lands in the first cycle
 		es, _ := newEngines(t, memMesh, 2, cfg)
@@ -332,21 +333,20 @@ func TestEngineSoloNotFused(t *testing.T) {
 			hs := make([]*collective.Handle, n)
 			bufs[r] = make([][]float32, n)
 			for i := range n {
-				bufs[r][i] = []float32{float32(r + i), 1}
-				req := allreduceReq(fmt.Sprintf("s%d", i), kernels.F32, kernels.Sum, 2)
-				req.Solo = solo
-				hs[i] = e.Submit(req, kernels.AsBytes(bufs[r][i]))
+				bufs[r][i] = make([]float32, count)
+				bufs[r][i][0], bufs[r][i][count-1] = float32(r+i), 1
+				hs[i] = e.Submit(allreduceReq(fmt.Sprintf("s%d", i), kernels.F32, kernels.Sum, count), kernels.AsBytes(bufs[r][i]))
 			}
 			return waitAll(hs)
 		})
 		for i := range n {
-			if got := bufs[0][i]; got[0] != float32(2*i+1) || got[1] != 2 {
-				t.Fatalf("solo=%v: s%d = %v", solo, i, got)
+			if got := bufs[0][i]; got[0] != float32(2*i+1) || got[count-1] != 2 {
+				t.Fatalf("count %d: s%d = %v ... %v", count, i, got[0], got[count-1])
 			}
 		}
 		st := es[0].Stats()
-		if solo && st.Batches != n || !solo && st.Batches >= n {
-			t.Errorf("solo=%v: %d tensors in %d batches", solo, st.Tensors, st.Batches)
+		if large := count*4 >= 1<<20; large && st.Batches != n || !large && st.Batches >= n {
+			t.Errorf("count %d: %d tensors in %d batches", count, st.Tensors, st.Batches)
 		}
 	}
 }

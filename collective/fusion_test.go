@@ -32,6 +32,8 @@ func TestPlanBatches(t *testing.T) {
 		{"group kept whole", []planItem{it(f32, 60), grp(f32, 30, 9), it(f32, 5), grp(f32, 30, 9)}, 100, "[[0] [1 3 2]]"},
 		{"group larger than threshold", []planItem{grp(f32, 80, 9), grp(f32, 80, 9), it(f32, 5)}, 100, "[[0 1] [2]]"},
 		{"group across classes", []planItem{grp(f32, 1, 4), grp(f64, 1, 4), grp(f32, 1, 4)}, 100, "[[0 2] [1]]"},
+		{"large alone in place", []planItem{it(f32, 10), it(f32, soloBytes), it(f32, 10), it(f32, soloBytes-1)}, 64 << 20, "[[0 2 3] [1]]"},
+		{"large group members fused", []planItem{grp(f32, soloBytes, 9), grp(f32, soloBytes, 9), it(f32, 5)}, 64 << 20, "[[0 1 2]]"},
 		{"group unfused when disabled", []planItem{grp(f32, 1, 4), grp(f32, 1, 4)}, 0, "[[0] [1]]"},
 	} {
 		if got := fmt.Sprint(planBatches(c.items, c.threshold)); got != c.want {

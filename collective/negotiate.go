@@ -173,8 +173,6 @@ func agree(name string, ra int, a *Request, rb int, b *Request) error {
 		return diff("postscale", g(a.Postscale), g(b.Postscale))
 	case a.Group != b.Group || a.GroupSize != b.GroupSize:
 		return diff("group", groupString(a), groupString(b))
-	case a.Solo != b.Solo:
-		return diff("solo", strconv.FormatBool(a.Solo), strconv.FormatBool(b.Solo))
 	case !shapesAgree(a, b):
 		return diff("shape", fmt.Sprint(a.Shape), fmt.Sprint(b.Shape))
 	}

@@ -84,7 +84,6 @@ func TestResolveMismatches(t *testing.T) {
 		{[]Request{x, x, with(x, func(r *Request) { r.Prescale = 0.5 })}, `prescale mismatch: rank 0 has 0, rank 2 has 0.5`},
 		{[]Request{x, x, with(x, func(r *Request) { r.Postscale = 2 })}, `postscale mismatch: rank 0 has 0, rank 2 has 2`},
 		{[]Request{x, with(x, func(r *Request) { r.Group, r.GroupSize = 3, 2 }), x}, `group mismatch: rank 0 has no group, rank 1 has group 3 of 2`},
-		{[]Request{x, x, with(x, func(r *Request) { r.Solo = true })}, `solo mismatch: rank 0 has false, rank 2 has true`},
 		{[]Request{x, bc(0), x}, `operation mismatch: rank 0 has allreduce, rank 1 has broadcast`},
 		{[]Request{bc(1), bc(1), bc(2)}, `root mismatch: rank 0 has 1, rank 2 has 2`},
 		{[]Request{ag(1, 2), ag(5, 2), ag(0, 2)}, ""},

@@ -43,7 +43,7 @@ func (e *Engine) perform(ctx context.Context, tasks []*task) error {
 func (t *task) planItem() planItem {
 	r := &t.resp.req
 	return planItem{
-		fusable: t.err == nil && r.Kind == KindAllreduce && !r.Solo,
+		fusable: t.err == nil && r.Kind == KindAllreduce,
 		class:   fusionClass{dtype: r.DType, op: r.ReduceOp, pre: r.Prescale, post: r.Postscale},
 		bytes:   int64(r.Bytes()),
 		group:   r.Group,

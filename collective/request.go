@@ -61,12 +61,6 @@ type Request struct {
 	// and completed as one unit. Every rank uses the same id and size.
 	Group     uint64
 	GroupSize int
-	// Solo keeps an all-reduce out of the fusion buffer: it is reduced
-	// in place on its own, never packed with other tensors. For callers
-	// that pipeline large buffers in pieces themselves (hvd's staged GPU
-	// tensors), where packing pieces would add a copy and undo the
-	// pipelining. Every rank must agree on it.
-	Solo bool
 }
 
 // Count is the number of elements Shape describes.
@@ -106,7 +100,7 @@ func (r *Request) Equal(o *Request) bool {
 		slices.Equal(r.Shape, o.Shape) && r.ReduceOp == o.ReduceOp && r.Root == o.Root &&
 		r.Prescale == o.Prescale && r.Postscale == o.Postscale &&
 		slices.Equal(r.Splits, o.Splits) && (r.Splits == nil) == (o.Splits == nil) &&
-		r.Group == o.Group && r.GroupSize == o.GroupSize && r.Solo == o.Solo
+		r.Group == o.Group && r.GroupSize == o.GroupSize
 }
 
 // reduces reports whether the kind reduces (and so uses op and scales).

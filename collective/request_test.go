@@ -20,7 +20,6 @@ var sampleRequests = []Request{
 	{Name: "a2a-empty", Kind: KindAlltoall, DType: kernels.U8, Shape: []int{0}, Splits: []int{}},
 	{Name: "rs", Kind: KindReducescatter, DType: kernels.BF16, Shape: []int{7}, ReduceOp: kernels.Max, Prescale: 0.5, Postscale: -2},
 	{Name: "g/0", Kind: KindAllreduce, DType: kernels.F16, Shape: []int{}, ReduceOp: kernels.Sum, Group: 1<<63 + 5, GroupSize: 3},
-	{Name: "span#0", Kind: KindAllreduce, DType: kernels.F32, Shape: []int{9}, ReduceOp: kernels.Sum, Solo: true},
 	{Name: "\x00barrier", Kind: KindBarrier},
 	{Name: "bad", Kind: KindBroadcast, DType: kernels.F32, Shape: []int{-1}, Root: -7},
 	{Name: strings.Repeat("ü", 300), Kind: KindAllreduce, DType: kernels.I32, Shape: []int{1 << 40}, ReduceOp: kernels.Prod},

@@ -12,7 +12,7 @@ import (
 // The binary form of a Request (all integers varints, signed where a
 // value may be out of range so that the negotiation can name it):
 //
-//	kind u8 | dtype u8 | op u8 | flags u8 (flagSolo: no payload) | uvarint len, name |
+//	kind u8 | dtype u8 | op u8 | flags u8 | uvarint len, name |
 //	uvarint ndims, varint dims... |
 //	[flagRoot]   varint root |
 //	[flagScale]  float64 prescale, float64 postscale (little endian) |
@@ -23,8 +23,7 @@ const (
 	flagScale
 	flagGroup
 	flagSplits
-	flagSolo
-	flagsKnown = flagRoot | flagScale | flagGroup | flagSplits | flagSolo
+	flagsKnown = flagRoot | flagScale | flagGroup | flagSplits
 )
 
 // Bounds that keep a hostile or corrupt encoding from asking for huge
@@ -48,9 +47,6 @@ func (r *Request) AppendBinary(b []byte) ([]byte, error) {
 	}
 	if r.Splits != nil {
 		flags |= flagSplits
-	}
-	if r.Solo {
-		flags |= flagSolo
 	}
 	if len(r.Name) > maxNameLen || len(r.Shape) > maxDims {
 		return b, fmt.Errorf("%w: request %.40q: name of %d bytes or %d dimensions too large", ErrInvalid, r.Name, len(r.Name), len(r.Shape))
@@ -164,7 +160,6 @@ func (d *decoder) request(r *Request) {
 		d.fail("unknown flags %#x", flags)
 		return
 	}
-	r.Solo = flags&flagSolo != 0
 	r.Name = string(d.bytes(d.count(1)))
 	r.Shape = d.ints(maxDims)
 	if flags&flagRoot != 0 {

@@ -80,7 +80,7 @@ func (p pipeline) request(i int) collective.Request {
 		count = p.spans[i].n / p.t.DType.Size()
 	}
 	return collective.Request{Name: spanName(p.t.Name, i, n), Kind: p.kind, DType: p.t.DType,
-		Shape: []int{count}, ReduceOp: p.op, Root: p.root, Solo: p.kind == collective.KindAllreduce}
+		Shape: []int{count}, ReduceOp: p.op, Root: p.root}
 }
 
 // run moves p's spans through a stager, keeping the network busy: span
@@ -90,8 +90,9 @@ func (p pipeline) request(i int) collective.Request {
 //
 //	down(0) submit(0) down(1) | submit(1) wait(0) up(0) down(2) | submit(2) wait(1) up(1) down(3) | ...
 //
-// Span requests are Solo, so the engine never packs two of them into its
-// fusion buffer (a copy that would undo the pipelining).
+// At most two spans are in the engine at a time, one running and one
+// queued, and spans of a MiB or more are never packed into the fusion
+// buffer (collective's soloBytes), so no copy undoes the pipelining.
 func (r *Runtime) run(ctx *cuda.Context, p pipeline) (err error) {
 	n := len(p.spans)
 	if n == 0 { // an empty tensor still meets its peers, as host tensors do
