@@ -78,24 +78,39 @@ func (c Compression) Compress(dst []byte, src []float64) {
 }
 
 // Decompress writes the wire elements of src into dst.
-func (c Compression) Decompress(dst []float64, src []byte) {
+func (c Compression) Decompress(dst []float64, src []byte) { c.decompress(dst, src, 1) }
+
+// decompress writes the wire elements of src, multiplied by f, into dst.
+func (c Compression) decompress(dst []float64, src []byte, f float64) {
+	switch c {
+	case FP32Compression:
+		in := kernels.FromBytes[float32](src)[:len(dst)]
+		for i, v := range in {
+			dst[i] = float64(v) * f
+		}
+		return
+	case NoCompression:
+		in := kernels.FromBytes[float64](src)[:len(dst)]
+		if f == 1 {
+			copy(dst, in)
+			return
+		}
+		for i, v := range in {
+			dst[i] = v * f
+		}
+		return
+	}
 	var scratch [compressChunk]float32
 	for off := 0; off < len(dst); off += compressChunk {
 		n := min(compressChunk, len(dst)-off)
-		f := scratch[:n]
-		switch c {
-		case FP32Compression:
-			copy(f, kernels.FromBytes[float32](src)[off:])
-		case FP16Compression:
-			kernels.F16ToF32(f, kernels.FromBytes[kernels.Float16](src)[off:])
-		case BF16Compression:
-			kernels.BF16ToF32(f, kernels.FromBytes[kernels.BFloat16](src)[off:])
-		default:
-			copy(dst[off:off+n], kernels.FromBytes[float64](src)[off:])
-			continue
+		w := scratch[:n]
+		if c == FP16Compression {
+			kernels.F16ToF32(w, kernels.FromBytes[kernels.Float16](src)[off:])
+		} else {
+			kernels.BF16ToF32(w, kernels.FromBytes[kernels.BFloat16](src)[off:])
 		}
-		for i, v := range f {
-			dst[off+i] = float64(v)
+		for i, v := range w {
+			dst[off+i] = float64(v) * f
 		}
 	}
 }

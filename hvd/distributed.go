@@ -36,7 +36,8 @@ type DistOptimizer struct {
 	inner Optimizer
 	rt    *Runtime
 	opts  DistributedOptions
-	red   ReduceOptions
+	red   ReduceOptions // of the wire all-reduce: a sum, prescaled by 1/GradientPredivideFactor
+	post  float64       // applied while decompressing: GradientPredivideFactor/Size for avg, 1 for sum
 	grads []*gradSync
 	index map[string]*gradSync
 
@@ -70,7 +71,13 @@ func DistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions)
 		return nil, err
 	}
 	o := &DistOptimizer{inner: inner, rt: rt, opts: opts, index: map[string]*gradSync{}}
-	o.red = ReduceOptions{Prescale: 1 / opts.GradientPredivideFactor, Postscale: opts.GradientPredivideFactor}
+	// The wire carries a sum; an average's division (and the predivide
+	// factor's undoing) is folded into the decompression, which touches
+	// every element anyway, instead of a scaling pass of its own.
+	o.red, o.post = ReduceOptions{Prescale: 1 / opts.GradientPredivideFactor}, 1
+	if opts.Op == kernels.Average {
+		o.post = opts.GradientPredivideFactor / float64(rt.Size())
+	}
 	for _, p := range inner.Params() {
 		g := &gradSync{p: p, wire: newWire(opts.Compression, "grad/"+p.Name, len(p.Value))}
 		o.grads = append(o.grads, g)

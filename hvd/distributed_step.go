@@ -3,6 +3,8 @@ package hvd
 import (
 	"context"
 	"fmt"
+
+	"github.com/gorovod/gorovod/kernels"
 )
 
 // GradReady tells the optimizer that the named parameters' gradients of
@@ -44,7 +46,7 @@ func (o *DistOptimizer) report(name string) error {
 		o.opts.Compression.Compress(g.wire.Data, g.acc)
 		clear(g.acc)
 	}
-	g.h = o.rt.AllreduceAsync(g.wire, o.opts.Op, o.red)
+	g.h = o.rt.AllreduceAsync(g.wire, kernels.Sum, o.red)
 	o.mu.Lock()
 	o.pending = append(o.pending, g)
 	o.mu.Unlock()
@@ -159,7 +161,7 @@ func (o *DistOptimizer) collect(ctx context.Context) error {
 		err := g.h.Wait(ctx)
 		g.h = nil
 		if err == nil {
-			o.opts.Compression.Decompress(g.p.Grad, g.wire.Data)
+			o.opts.Compression.decompress(g.p.Grad, g.wire.Data, o.post)
 		} else if first == nil {
 			first = err
 		}
