@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -234,6 +236,43 @@ func TestDeviceAfterShutdown(t *testing.T) {
 	rt.Shutdown()
 	if err := rt.AllreduceDevice(context.Background(), d, kernels.Sum, hvd.ReduceOptions{}); !errors.Is(err, hvd.ErrShutdown) {
 		t.Errorf("after Shutdown: err = %v, want ErrShutdown", err)
+	}
+}
+
+// TestDeviceFailureReachesEveryRank: a copy that fails on one rank (its
+// pointer maps no device memory) fails the all-reduce on every rank within
+// seconds, instead of leaving the others waiting for its spans.
+func TestDeviceFailureReachesEveryRank(t *testing.T) {
+	_, st := gpu(t)
+	rts := memRuntimes(t, 3)
+	const count = (20 << 20) / 4
+	ds := make([]*hvd.DeviceTensor, 3)
+	for r, rt := range rts {
+		ds[r] = upload(t, rt, st, "doomed", kernels.F32, make([]float64, count))
+	}
+	ds[1] = &hvd.DeviceTensor{Name: "doomed", DType: kernels.F32, Shape: []int{count}, Ptr: 8 << 40}
+	errs := make([]error, 3)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for r, rt := range rts {
+			wg.Go(func() { errs[r] = rt.AllreduceDevice(context.Background(), ds[r], kernels.Sum, hvd.ReduceOptions{}) })
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ranks still waiting 10 s after rank 1's copy failed")
+	}
+	for r, err := range errs {
+		if err == nil {
+			t.Errorf("rank %d: no error", r)
+		}
+	}
+	if !strings.Contains(fmt.Sprint(errs[1]), "staging") {
+		t.Errorf("rank 1: err = %v, want the failed staging", errs[1])
 	}
 }
 

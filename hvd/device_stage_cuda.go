@@ -93,6 +93,10 @@ func (p pipeline) request(i int) collective.Request {
 // At most two spans are in the engine at a time, one running and one
 // queued, and spans of a MiB or more are never packed into the fusion
 // buffer (collective's soloBytes), so no copy undoes the pipelining.
+//
+// A CUDA failure on this rank aborts the communicator, as a broken link
+// would: the other ranks' spans of this tensor would otherwise wait for
+// this rank's forever.
 func (r *Runtime) run(ctx *cuda.Context, p pipeline) (err error) {
 	n := len(p.spans)
 	if n == 0 { // an empty tensor still meets its peers, as host tensors do
@@ -100,7 +104,7 @@ func (r *Runtime) run(ctx *cuda.Context, p pipeline) (err error) {
 	}
 	s, err := r.takeStager(ctx, p.spans[0].n)
 	if err != nil {
-		return err
+		return r.abort(p, err)
 	}
 	hs := make([]*collective.Handle, n)
 	defer func() {
@@ -113,7 +117,7 @@ func (r *Runtime) run(ctx *cuda.Context, p pipeline) (err error) {
 		e1, e2 := s.down.Synchronize(), s.up.Synchronize()
 		if e1 != nil || e2 != nil {
 			s.close(ctx) // a broken stream is not reused
-			err = firstErr(err, e1, e2)
+			err = firstErr(err, r.abort(p, firstErr(e1, e2)))
 			return
 		}
 		r.giveStager(s)
@@ -125,33 +129,45 @@ func (r *Runtime) run(ctx *cuda.Context, p pipeline) (err error) {
 		hs[i] = r.engine.Submit(p.request(i), r.slot(s, p, i))
 		return nil
 	}
-	if err := firstErr(r.stageDown(ctx, s, p, 0), submit(0)); err != nil {
-		return err
+	steps := []func() error{
+		func() error { return r.stageDown(ctx, s, p, 0) },
+		func() error { return submit(0) },
 	}
 	if n > 1 {
-		if err := r.stageDown(ctx, s, p, 1); err != nil {
-			return err
+		steps = append(steps, func() error { return r.stageDown(ctx, s, p, 1) })
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return r.abort(p, err)
 		}
 	}
 	for i := range n {
 		if i+1 < n {
 			if err := submit(i + 1); err != nil {
-				return err
+				return r.abort(p, err)
 			}
 		}
 		if err := r.waitEngine(hs[i]); err != nil {
-			return err
+			return err // the engine's failure, already every rank's
 		}
 		if err := r.stageUp(ctx, s, p, i); err != nil {
-			return err
+			return r.abort(p, err)
 		}
 		if i+2 < n {
 			if err := r.stageDown(ctx, s, p, i+2); err != nil {
-				return err
+				return r.abort(p, err)
 			}
 		}
 	}
 	return nil
+}
+
+// abort fails the communicator with a CUDA failure of p on this rank, so
+// that every rank's operations end with it, and returns it.
+func (r *Runtime) abort(p pipeline, err error) error {
+	err = fmt.Errorf("hvd: rank %d: staging %v of device tensor %q: %w", r.Rank(), p.kind, p.t.Name, err)
+	r.comm.Abort(err)
+	return err
 }
 
 // slot is span i's page-locked host buffer.
@@ -228,23 +244,24 @@ func (r *Runtime) allgatherDevice(ctx context.Context, t *DeviceTensor) (*Device
 
 // gatherStaged copies t to host memory, all-gathers it under t's own name
 // (so shape mismatches are reported as for host tensors) and copies the
-// result to a new device tensor.
+// result to a new device tensor. A CUDA failure before the all-gather
+// aborts the communicator (the peers would wait for this rank's rows);
+// one after it fails this rank's call alone.
 func (r *Runtime) gatherStaged(g *cuda.Context, t *DeviceTensor) (*DeviceTensor, error) {
-	st, err := g.NewStream()
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	host := make([]byte, t.Bytes())
-	if len(host) > 0 {
-		if err := st.CopyDtoH(host, t.Ptr); err != nil {
-			return nil, err
-		}
-		if err := st.Synchronize(); err != nil {
-			return nil, err
-		}
-	}
 	req := collective.Request{Name: t.Name, Kind: collective.KindAllgather, DType: t.DType, Shape: t.Shape}
+	st, err := g.NewStream()
+	if err == nil {
+		defer st.Close()
+	}
+	host := make([]byte, t.Bytes())
+	if err == nil && len(host) > 0 {
+		if err = st.CopyDtoH(host, t.Ptr); err == nil {
+			err = st.Synchronize()
+		}
+	}
+	if err != nil {
+		return nil, r.abort(pipeline{t: t, kind: req.Kind}, err)
+	}
 	h := r.engine.Submit(req, host)
 	if err := r.waitEngine(h); err != nil {
 		return nil, err
@@ -255,11 +272,11 @@ func (r *Runtime) gatherStaged(g *cuda.Context, t *DeviceTensor) (*DeviceTensor,
 		return nil, err
 	}
 	if len(data) > 0 {
-		if err := st.CopyHtoD(out.Ptr, data); err != nil {
-			r.freeDevice(out)
-			return nil, err
+		err := st.CopyHtoD(out.Ptr, data)
+		if err == nil {
+			err = st.Synchronize()
 		}
-		if err := st.Synchronize(); err != nil {
+		if err != nil {
 			r.freeDevice(out)
 			return nil, fmt.Errorf("copying the result to the device: %w", err)
 		}
