@@ -15,8 +15,10 @@ const DefaultFusionThreshold = 64 << 20
 // also drive the network. Measured with examples/synthetic_benchmark
 // (ResNet-50's 161 gradients, 102 MB of float32 per step, 200 ms of
 // simulated compute) on 4 ranks of the 2-CPU test VM: scaling efficiency
-// 89.5-90.7% with this rule at 1 MiB, 83.6-87.5% at 256 KiB, 79.2-89.9%
-// at 4 MiB, and 73.7-75.1% packing everything up to the threshold.
+// 73.7-75.1% packing everything up to the threshold, 81-92% with this
+// rule; runs interleaved four times gave 81.9-91.3% at 512 KiB,
+// 84.1-90.6% at 1 MiB and 80.4-93.5% at 2 MiB (the machine's noise is
+// larger than the differences between them).
 const soloBytes = 1 << 20
 
 // fusionClass is what all-reduces must share to be fused: the fused
