@@ -25,3 +25,14 @@ func CurrentDevice() Device {
 	}
 	return Device{GPU: -1}
 }
+
+// pinGPU is the GPU a rank with localRank pins among count visible GPUs:
+// local ranks take GPUs in order, so the ranks of a host get distinct GPUs
+// while there are enough, and share them round-robin beyond that. -1 (the
+// CPU) when there is none.
+func pinGPU(localRank, count int) int {
+	if count <= 0 {
+		return -1
+	}
+	return localRank % count
+}

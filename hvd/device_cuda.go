@@ -16,10 +16,10 @@ import (
 // are at least as many GPUs as local ranks.
 func (r *Runtime) Device() Device {
 	n, err := cuda.DeviceCount()
-	if err != nil || n == 0 {
-		return Device{GPU: -1}
+	if err != nil {
+		n = 0
 	}
-	return Device{GPU: r.LocalRank() % n}
+	return Device{GPU: pinGPU(r.LocalRank(), n)}
 }
 
 // deviceState is the runtime's GPU state, opened on first use: the CUDA

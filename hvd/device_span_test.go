@@ -57,3 +57,22 @@ func TestSpanNamesDiffer(t *testing.T) {
 		}
 	}
 }
+
+// TestPinGPU: the ranks of a host take distinct GPUs while there are
+// enough, then share them round-robin; without GPUs they use the CPU.
+func TestPinGPU(t *testing.T) {
+	for _, c := range []struct{ local, count, want int }{
+		{0, 4, 0}, {3, 4, 3}, {4, 4, 0}, {5, 2, 1}, {0, 1, 0}, {2, 0, -1},
+	} {
+		if got := pinGPU(c.local, c.count); got != c.want {
+			t.Errorf("pinGPU(%d, %d) = %d, want %d", c.local, c.count, got, c.want)
+		}
+	}
+	seen := map[int]bool{}
+	for local := range 8 {
+		seen[pinGPU(local, 8)] = true
+	}
+	if len(seen) != 8 {
+		t.Errorf("8 local ranks on 8 GPUs took %d distinct GPUs", len(seen))
+	}
+}
