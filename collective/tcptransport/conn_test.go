@@ -16,18 +16,7 @@ import (
 // transports when t ends.
 func localMeshT(t *testing.T, size int) []collective.Transport {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	m, err := LocalMesh(ctx, size, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, tr := range m {
-			tr.Close()
-		}
-	})
-	return m
+	return meshT(t, size, Config{})
 }
 
 var tag11 = collective.Tag{Seq: 1, Step: 1}
