@@ -15,8 +15,9 @@ const DefaultFusionThreshold = 64 << 20
 // also drive the network. Measured with examples/synthetic_benchmark
 // (ResNet-50's 161 gradients, 102 MB of float32 per step, 200 ms of
 // simulated compute) on 4 ranks of the 2-CPU test VM: scaling efficiency
-// 73.7-75.1% packing everything up to the threshold, 81-92% with this
-// rule; runs interleaved four times gave 81.9-91.3% at 512 KiB,
+// 73.7-75.1% packing everything up to the threshold, 81.0-90.7% with this
+// rule at 1 MiB (10 runs, 256 KiB segments); runs interleaved four times
+// (1 MiB segments) gave 81.9-91.3% at 512 KiB,
 // 84.1-90.6% at 1 MiB and 80.4-93.5% at 2 MiB (the machine's noise is
 // larger than the differences between them).
 const soloBytes = 1 << 20

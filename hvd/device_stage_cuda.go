@@ -129,17 +129,15 @@ func (r *Runtime) run(ctx *cuda.Context, p pipeline) (err error) {
 		hs[i] = r.engine.Submit(p.request(i), r.slot(s, p, i))
 		return nil
 	}
-	steps := []func() error{
-		func() error { return r.stageDown(ctx, s, p, 0) },
-		func() error { return submit(0) },
+	err = r.stageDown(ctx, s, p, 0)
+	if err == nil {
+		err = submit(0)
 	}
-	if n > 1 {
-		steps = append(steps, func() error { return r.stageDown(ctx, s, p, 1) })
+	if err == nil && n > 1 {
+		err = r.stageDown(ctx, s, p, 1)
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return r.abort(p, err)
-		}
+	if err != nil {
+		return r.abort(p, err)
 	}
 	for i := range n {
 		if i+1 < n {

@@ -19,13 +19,7 @@ type DeviceTensor struct {
 }
 
 // Count is the number of elements the shape describes.
-func (t *DeviceTensor) Count() int {
-	n := 1
-	for _, d := range t.Shape {
-		n *= d
-	}
-	return n
-}
+func (t *DeviceTensor) Count() int { return shapeCount(t.Shape) }
 
 // Bytes is the size of the tensor's data.
 func (t *DeviceTensor) Bytes() int { return t.Count() * t.DType.Size() }

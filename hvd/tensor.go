@@ -34,9 +34,12 @@ func Values[T kernels.Element](t *Tensor) []T {
 }
 
 // Count is the number of elements the shape describes.
-func (t *Tensor) Count() int {
+func (t *Tensor) Count() int { return shapeCount(t.Shape) }
+
+// shapeCount is the number of elements of a tensor of this shape.
+func shapeCount(shape []int) int {
 	n := 1
-	for _, d := range t.Shape {
+	for _, d := range shape {
 		n *= d
 	}
 	return n
