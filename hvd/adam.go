@@ -46,24 +46,40 @@ func NewAdam(params []*Param, cfg AdamConfig) (*Adam, error) {
 
 // Step applies one Adam update to every parameter.
 func (o *Adam) Step(context.Context) error {
-	c := o.cfg
 	t := float64(o.steps + 1)
-	c1 := 1 - math.Pow(c.Beta1, t)
-	c2 := 1 - math.Pow(c.Beta2, t)
+	u := adamStep{cfg: &o.cfg, lr: o.lr, c1: 1 - math.Pow(o.cfg.Beta1, t), c2: 1 - math.Pow(o.cfg.Beta2, t)}
 	for _, p := range o.params {
 		m, v := o.slots["adam.m/"+p.Name], o.slots["adam.v/"+p.Name]
-		for i, g := range p.Grad {
-			w := p.Value[i]
-			if c.Decoupled {
-				w -= o.lr * c.WeightDecay * w
-			} else {
-				g += c.WeightDecay * w
-			}
-			m[i] = c.Beta1*m[i] + (1-c.Beta1)*g
-			v[i] = c.Beta2*v[i] + (1-c.Beta2)*g*g
-			p.Value[i] = w - o.lr*(m[i]/c1)/(math.Sqrt(v[i]/c2)+c.Epsilon)
+		if p.Is32() {
+			adamUpdate(u, p.Value32, p.Grad32, m, v)
+		} else {
+			adamUpdate(u, p.Value, p.Grad, m, v)
 		}
 	}
 	o.steps++
 	return nil
+}
+
+// adamStep is what one Adam step applies to every parameter: the
+// configuration, learning rate and the two bias corrections.
+type adamStep struct {
+	cfg        *AdamConfig
+	lr, c1, c2 float64
+}
+
+// adamUpdate applies one update to the values w from their gradient grad
+// and moments m and v, computing in float64.
+func adamUpdate[T float32 | float64](u adamStep, w, grad []T, m, v []float64) {
+	c := u.cfg
+	for i, gt := range grad {
+		g, x := float64(gt), float64(w[i])
+		if c.Decoupled {
+			x -= u.lr * c.WeightDecay * x
+		} else {
+			g += c.WeightDecay * x
+		}
+		m[i] = c.Beta1*m[i] + (1-c.Beta1)*g
+		v[i] = c.Beta2*v[i] + (1-c.Beta2)*g*g
+		w[i] = T(x - u.lr*(m[i]/u.c1)/(math.Sqrt(v[i]/u.c2)+c.Epsilon))
+	}
 }

@@ -13,10 +13,13 @@ func TestBroadcastParametersAndOptimizerState(t *testing.T) {
 	rts := job(t, 3)
 	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
 		ctx := context.Background()
-		ps := []*hvd.Param{hvd.NewParam("a", 3), hvd.NewParam("b", 0), hvd.NewParam("c", 1)}
+		ps := []*hvd.Param{hvd.NewParam("a", 3), hvd.NewParam("b", 0), hvd.NewParam("c", 1), hvd.NewParam32("d", 2)}
 		for _, p := range ps {
 			for i := range p.Value {
 				p.Value[i] = float64(10*r + i)
+			}
+			for i := range p.Value32 {
+				p.Value32[i] = float32(r) + 0.25
 			}
 		}
 		sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: float64(r + 1), Momentum: 0.9})
@@ -34,6 +37,9 @@ func TestBroadcastParametersAndOptimizerState(t *testing.T) {
 		}
 		if got := ps[0].Value; !reflect.DeepEqual(got, []float64{10, 11, 12}) || ps[2].Value[0] != 10 {
 			return fmt.Errorf("parameters %v %v, want rank 1's", got, ps[2].Value)
+		}
+		if got := ps[3].Value32; !reflect.DeepEqual(got, []float32{1.25, 1.25}) {
+			return fmt.Errorf("float32 parameter %v, want rank 1's", got)
 		}
 		got := sgd.State()
 		if got.Steps != 100 || got.LR != 2 || got.Slots["momentum/a"][2] != 1.5 {

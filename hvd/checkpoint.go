@@ -14,7 +14,8 @@ type Checkpoint struct {
 	Epoch int
 	// Step counts the optimizer steps completed since the start of the run.
 	Step int64
-	// Params are the parameter values by name.
+	// Params are the parameter values by name (a float32 parameter's
+	// widened to float64, which is exact).
 	Params map[string][]float64
 	// Optimizer is the optimizer's state.
 	Optimizer OptimizerState
@@ -33,7 +34,7 @@ func NewCheckpoint(opt Optimizer, epoch int, step int64) *Checkpoint {
 	ps := opt.Params()
 	c := &Checkpoint{Epoch: epoch, Step: step, Params: make(map[string][]float64, len(ps)), Optimizer: opt.State()}
 	for _, p := range ps {
-		c.Params[p.Name] = slices.Clone(p.Value)
+		c.Params[p.Name] = valuesF64(p)
 	}
 	return c
 }
@@ -47,8 +48,8 @@ func (c *Checkpoint) Restore(opt Optimizer) error {
 		if !ok {
 			return fmt.Errorf("%w: checkpoint has no parameter %q", ErrBadCheckpoint, p.Name)
 		}
-		if len(v) != len(p.Value) {
-			return fmt.Errorf("%w: checkpoint's %q has %d values, the model %d", ErrBadCheckpoint, p.Name, len(v), len(p.Value))
+		if len(v) != p.Len() {
+			return fmt.Errorf("%w: checkpoint's %q has %d values, the model %d", ErrBadCheckpoint, p.Name, len(v), p.Len())
 		}
 	}
 	if len(c.Params) != len(ps) {
@@ -58,7 +59,26 @@ func (c *Checkpoint) Restore(opt Optimizer) error {
 		return fmt.Errorf("hvd: restoring a checkpoint: %w", err)
 	}
 	for _, p := range ps {
-		copy(p.Value, c.Params[p.Name])
+		v := c.Params[p.Name]
+		if !p.Is32() {
+			copy(p.Value, v)
+			continue
+		}
+		for i, x := range v {
+			p.Value32[i] = float32(x)
+		}
 	}
 	return nil
+}
+
+// valuesF64 is a float64 copy of p's values.
+func valuesF64(p *Param) []float64 {
+	if !p.Is32() {
+		return slices.Clone(p.Value)
+	}
+	out := make([]float64, len(p.Value32))
+	for i, x := range p.Value32 {
+		out[i] = float64(x)
+	}
+	return out
 }

@@ -185,4 +185,34 @@ func TestRestoreChecksTheModel(t *testing.T) {
 	if err := checkpointAt(4).Restore(short); !errors.Is(err, hvd.ErrBadCheckpoint) {
 		t.Errorf("another length: %v", err)
 	}
+	short32, _ := hvd.NewSGD([]*hvd.Param{hvd.NewParam32("w", 3)}, hvd.SGDConfig{})
+	if err := checkpointAt(4).Restore(short32); !errors.Is(err, hvd.ErrBadCheckpoint) {
+		t.Errorf("another length, float32: %v", err)
+	}
+}
+
+func TestCheckpointOfFloat32Params(t *testing.T) {
+	w := hvd.NewParam32("w", 3)
+	copy(w.Value32, []float32{0.1, -2.5, 1e-30})
+	sgd, _ := hvd.NewSGD([]*hvd.Param{w}, hvd.SGDConfig{})
+	ck := hvd.NewCheckpoint(sgd, 1, 7)
+	if got := ck.Params["w"]; !reflect.DeepEqual(got, []float64{float64(float32(0.1)), -2.5, float64(float32(1e-30))}) {
+		t.Errorf("captured %v", got)
+	}
+	path := filepath.Join(t.TempDir(), "ck")
+	if err := hvd.WriteCheckpoint(path, ck); err != nil {
+		t.Fatal(err)
+	}
+	back, err := hvd.ReadCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := hvd.NewParam32("w", 3)
+	other, _ := hvd.NewSGD([]*hvd.Param{v}, hvd.SGDConfig{})
+	if err := back.Restore(other); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(v.Value32, w.Value32) {
+		t.Errorf("restored %v, want %v", v.Value32, w.Value32)
+	}
 }

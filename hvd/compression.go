@@ -43,8 +43,13 @@ func ParseCompression(s string) (Compression, error) {
 	return 0, fmt.Errorf("hvd: unknown compression %q (want none, fp32, fp16 or bf16)", s)
 }
 
-// WireDType is the element type gradients are all-reduced in.
-func (c Compression) WireDType() kernels.DType {
+// WireDType is the element type float64 gradients are all-reduced in.
+func (c Compression) WireDType() kernels.DType { return c.WireDTypeFor(kernels.F64) }
+
+// WireDTypeFor is the element type gradients of type dt (kernels.F64 or
+// kernels.F32) are all-reduced in: NoCompression sends them as they are,
+// the others in their own type.
+func (c Compression) WireDTypeFor(dt kernels.DType) kernels.DType {
 	switch c {
 	case FP32Compression:
 		return kernels.F32
@@ -53,71 +58,103 @@ func (c Compression) WireDType() kernels.DType {
 	case BF16Compression:
 		return kernels.BF16
 	default:
-		return kernels.F64
+		return dt
 	}
 }
 
 // compressChunk bounds the float32 scratch space of a conversion.
 const compressChunk = 4096
 
-// Compress writes src into dst, a buffer of len(src) wire elements.
-func (c Compression) Compress(dst []byte, src []float64) {
-	switch c {
-	case FP32Compression:
-		out := kernels.FromBytes[float32](dst)
+// Compress writes the float64 values of src into dst, a buffer of len(src)
+// elements of WireDType.
+func (c Compression) Compress(dst []byte, src []float64) { encode(dst, c.WireDType(), src) }
+
+// Decompress writes the WireDType elements of src into dst.
+func (c Compression) Decompress(dst []float64, src []byte) { decode(dst, src, c.WireDType(), 1) }
+
+// float is a parameter's element type.
+type float interface{ float32 | float64 }
+
+// encode writes src into dst as elements of the wire type wt: float64
+// (src must be float64), float32, float16 or bfloat16.
+func encode[T float](dst []byte, wt kernels.DType, src []T) {
+	if kernels.DTypeOf[T]() == wt {
+		copy(dst, kernels.AsBytes(src))
+		return
+	}
+	switch wt {
+	case kernels.F32:
+		out := kernels.FromBytes[float32](dst)[:len(src)]
 		for i, v := range src {
 			out[i] = float32(v)
 		}
-	case FP16Compression:
+	case kernels.F16:
 		viaF32(src, func(off int, f []float32) { kernels.F32ToF16(kernels.FromBytes[kernels.Float16](dst)[off:], f) })
-	case BF16Compression:
+	case kernels.BF16:
 		viaF32(src, func(off int, f []float32) { kernels.F32ToBF16(kernels.FromBytes[kernels.BFloat16](dst)[off:], f) })
 	default:
-		copy(kernels.FromBytes[float64](dst), src)
+		panic("hvd: no encoding of " + kernels.DTypeOf[T]().String() + " as " + wt.String())
 	}
 }
 
-// Decompress writes the wire elements of src into dst.
-func (c Compression) Decompress(dst []float64, src []byte) { c.decompress(dst, src, 1) }
-
-// decompress writes the wire elements of src, multiplied by f, into dst.
-func (c Compression) decompress(dst []float64, src []byte, f float64) {
-	switch c {
-	case FP32Compression:
-		in := kernels.FromBytes[float32](src)[:len(dst)]
-		for i, v := range in {
-			dst[i] = float64(v) * f
-		}
+// decode writes the wire elements of src (of type wt), multiplied by f,
+// into dst.
+func decode[T float](dst []T, src []byte, wt kernels.DType, f float64) {
+	switch wt {
+	case kernels.F64:
+		scaleInto(dst, kernels.FromBytes[float64](src)[:len(dst)], f)
 		return
-	case NoCompression:
-		in := kernels.FromBytes[float64](src)[:len(dst)]
-		if f == 1 {
-			copy(dst, in)
-			return
-		}
-		for i, v := range in {
-			dst[i] = v * f
-		}
+	case kernels.F32:
+		scaleInto(dst, kernels.FromBytes[float32](src)[:len(dst)], f)
 		return
 	}
 	var scratch [compressChunk]float32
 	for off := 0; off < len(dst); off += compressChunk {
 		n := min(compressChunk, len(dst)-off)
 		w := scratch[:n]
-		if c == FP16Compression {
+		if wt == kernels.F16 {
 			kernels.F16ToF32(w, kernels.FromBytes[kernels.Float16](src)[off:])
 		} else {
 			kernels.BF16ToF32(w, kernels.FromBytes[kernels.BFloat16](src)[off:])
 		}
-		for i, v := range w {
-			dst[off+i] = float64(v) * f
+		scaleInto(dst[off:off+n], w, f)
+	}
+}
+
+// scaleInto writes in×f into dst. When both are float32 the product is
+// taken in float32 (f rounded to float32), else in float64.
+func scaleInto[T, S float](dst []T, in []S, f float64) {
+	if f == 1 {
+		if d, ok := any(dst).([]S); ok {
+			copy(d, in)
+			return
 		}
+		for i, v := range in {
+			dst[i] = T(v)
+		}
+		return
+	}
+	if d, ok := any(dst).([]float32); ok {
+		if s, ok := any(in).([]float32); ok {
+			f32 := float32(f)
+			for i, v := range s {
+				d[i] = v * f32
+			}
+			return
+		}
+	}
+	for i, v := range in {
+		dst[i] = T(float64(v) * f)
 	}
 }
 
 // viaF32 narrows src to float32 a chunk at a time and hands each chunk,
-// with its offset, to put.
-func viaF32(src []float64, put func(off int, f []float32)) {
+// with its offset, to put (float32 src whole, as it is).
+func viaF32[T float](src []T, put func(off int, f []float32)) {
+	if f, ok := any(src).([]float32); ok {
+		put(0, f)
+		return
+	}
 	var scratch [compressChunk]float32
 	for off := 0; off < len(src); off += compressChunk {
 		f := scratch[:min(compressChunk, len(src)-off)]

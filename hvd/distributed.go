@@ -8,12 +8,13 @@ import (
 )
 
 // DistributedOptions configure a DistributedOptimizer. The zero value
-// averages float64 gradients every backward pass.
+// averages the gradients, in their own type, every backward pass.
 type DistributedOptions struct {
 	// Op reduces the gradients: kernels.Average (the zero value means
 	// Average) or kernels.Sum.
 	Op kernels.Op
-	// Compression is the gradients' wire type.
+	// Compression is the gradients' wire type (NoCompression: each
+	// parameter's own, float64 or float32).
 	Compression Compression
 	// BackwardPassesPerStep accumulates the gradients of this many backward
 	// passes (each ended by a Step call) locally and all-reduces their mean
@@ -79,7 +80,7 @@ func DistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions)
 		o.post = opts.GradientPredivideFactor / float64(rt.Size())
 	}
 	for _, p := range inner.Params() {
-		g := &gradSync{p: p, wire: newWire(opts.Compression, "grad/"+p.Name, len(p.Value))}
+		g := &gradSync{p: p, wire: newWire(opts.Compression.WireDTypeFor(p.DType()), "grad/"+p.Name, p.Len())}
 		o.grads = append(o.grads, g)
 		o.index[p.Name] = g
 	}
@@ -114,9 +115,9 @@ func (d *DistributedOptions) normalize() error {
 	return nil
 }
 
-// newWire allocates a tensor of n elements of c's wire type.
-func newWire(c Compression, name string, n int) *Tensor {
-	switch c.WireDType() {
+// newWire allocates a tensor of n elements of type wt.
+func newWire(wt kernels.DType, name string, n int) *Tensor {
+	switch wt {
 	case kernels.F32:
 		return NewTensor(name, make([]float32, n))
 	case kernels.F16:

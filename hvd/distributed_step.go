@@ -8,9 +8,9 @@ import (
 )
 
 // GradReady tells the optimizer that the named parameters' gradients of
-// the current backward pass are final in their Grad. On the last pass of a
+// the current backward pass are final in their Grad (Grad32). On the last pass of a
 // step it starts their all-reduce at once (on earlier passes it adds them
-// to the step's local sum). Grad may be overwritten as soon as GradReady
+// to the step's local sum). The gradient may be overwritten as soon as GradReady
 // returns: the optimizer works on its own copy. GradReady is safe for
 // concurrent use; ranks may report in different orders.
 func (o *DistOptimizer) GradReady(names ...string) error {
@@ -28,14 +28,19 @@ func (o *DistOptimizer) report(name string) error {
 		return err
 	}
 	k := o.opts.BackwardPassesPerStep
-	if k == 1 {
-		o.opts.Compression.Compress(g.wire.Data, g.p.Grad)
-	} else {
+	switch {
+	case k == 1 && g.p.Is32():
+		encode(g.wire.Data, g.wire.DType, g.p.Grad32)
+	case k == 1:
+		encode(g.wire.Data, g.wire.DType, g.p.Grad)
+	default:
 		if g.acc == nil {
-			g.acc = make([]float64, len(g.p.Grad))
+			g.acc = make([]float64, g.p.Len())
 		}
-		for i, v := range g.p.Grad {
-			g.acc[i] += v
+		if g.p.Is32() {
+			accumulate(g.acc, g.p.Grad32)
+		} else {
+			accumulate(g.acc, g.p.Grad)
 		}
 		if !last {
 			return nil
@@ -43,7 +48,7 @@ func (o *DistOptimizer) report(name string) error {
 		for i := range g.acc {
 			g.acc[i] /= float64(k)
 		}
-		o.opts.Compression.Compress(g.wire.Data, g.acc)
+		encode(g.wire.Data, g.wire.DType, g.acc)
 		clear(g.acc)
 	}
 	g.h = o.rt.AllreduceAsync(g.wire, kernels.Sum, o.red)
@@ -74,7 +79,7 @@ func (o *DistOptimizer) claim(name string) (*gradSync, bool, error) {
 // Step ends a backward pass. On the last pass of a step (every pass, unless
 // BackwardPassesPerStep > 1) it all-reduces the gradients not yet reported,
 // waits for every all-reduce, writes the averaged gradients into the
-// parameters' Grad and runs the wrapped optimizer's Step. On other passes
+// parameters' Grad (Grad32) and runs the wrapped optimizer's Step. On other passes
 // it only keeps the gradients for later. Call Step only after every
 // GradReady call of the pass has returned.
 func (o *DistOptimizer) Step(ctx context.Context) error {
@@ -91,7 +96,7 @@ func (o *DistOptimizer) Step(ctx context.Context) error {
 }
 
 // Synchronize finishes the last backward pass of a step without updating:
-// the averaged gradients are in the parameters' Grad afterwards, to be read
+// the averaged gradients are in the parameters' Grad (Grad32) afterwards, to be read
 // or clipped before Step, which then does not synchronize again.
 func (o *DistOptimizer) Synchronize(ctx context.Context) error {
 	o.mu.Lock()
@@ -150,7 +155,7 @@ func (o *DistOptimizer) isReported(g *gradSync) bool {
 
 // collect waits for every all-reduce of the step, in the order they were
 // started (which is about the order they finish), and decompresses each
-// result into its parameter's Grad while the later ones are still running.
+// result into its parameter's gradient while the later ones are still running.
 func (o *DistOptimizer) collect(ctx context.Context) error {
 	o.mu.Lock()
 	pending := o.pending
@@ -160,11 +165,21 @@ func (o *DistOptimizer) collect(ctx context.Context) error {
 	for _, g := range pending {
 		err := g.h.Wait(ctx)
 		g.h = nil
-		if err == nil {
-			o.opts.Compression.decompress(g.p.Grad, g.wire.Data, o.post)
-		} else if first == nil {
+		switch {
+		case err == nil && g.p.Is32():
+			decode(g.p.Grad32, g.wire.Data, g.wire.DType, o.post)
+		case err == nil:
+			decode(g.p.Grad, g.wire.Data, g.wire.DType, o.post)
+		case first == nil:
 			first = err
 		}
 	}
 	return first
+}
+
+// accumulate adds grad to acc.
+func accumulate[T float](acc []float64, grad []T) {
+	for i, v := range grad {
+		acc[i] += float64(v)
+	}
 }

@@ -23,21 +23,65 @@ func rankGrad(r, p, k, n int) []float64 {
 
 var paramSizes = []int{5, 1, 0, 300, 17}
 
-func params() []*hvd.Param {
+func params() []*hvd.Param { return paramsOf(float64Model) }
+
+// A model's parameter types: all float64, all float32, or alternating.
+const (
+	float64Model = iota
+	float32Model
+	mixedModel
+)
+
+func paramsOf(model int) []*hvd.Param {
 	ps := make([]*hvd.Param, len(paramSizes))
 	for i, n := range paramSizes {
-		ps[i] = hvd.NewParam(fmt.Sprintf("layer%d", i), n)
+		name := fmt.Sprintf("layer%d", i)
+		if model == float32Model || model == mixedModel && i%2 == 1 {
+			ps[i] = hvd.NewParam32(name, n)
+		} else {
+			ps[i] = hvd.NewParam(name, n)
+		}
 	}
 	return ps
 }
 
+// setGrad copies g into p's gradient (rounded to float32 for a float32
+// parameter).
+func setGrad(p *hvd.Param, g []float64) {
+	if !p.Is32() {
+		copy(p.Grad, g)
+		return
+	}
+	for i, v := range g {
+		p.Grad32[i] = float32(v)
+	}
+}
+
+// clearGrad zeroes p's gradient.
+func clearGrad(p *hvd.Param) {
+	clear(p.Grad)
+	clear(p.Grad32)
+}
+
+// at returns element i of p's gradient and value, widened to float64.
+func at(p *hvd.Param, i int) (grad, value float64) {
+	if p.Is32() {
+		return float64(p.Grad32[i]), float64(p.Value32[i])
+	}
+	return p.Grad[i], p.Value[i]
+}
+
 // meanGrad is the mean of every rank's gradient of parameter p over ranks
-// and passes (or their sum over ranks, with sum).
-func meanGrad(ranks, passes, p int, sum bool) []float64 {
+// and passes (or their sum over ranks, with sum), of the gradients rounded
+// to float32 with f32.
+func meanGrad(ranks, passes, p int, sum, f32 bool) []float64 {
 	out := make([]float64, paramSizes[p])
 	for r := range ranks {
 		for k := range passes {
 			for i, v := range rankGrad(r, p, k, len(out)) {
+				if f32 {
+					v = float64(float32(v))
+				}
 				out[i] += v / float64(passes)
 			}
 		}
@@ -57,21 +101,34 @@ func TestDistributedGradientIsMeanOfRankGradients(t *testing.T) {
 		ranks  int
 		passes int
 		tol    float64
+		model  int
 	}{
-		{"avg", hvd.DistributedOptions{}, 4, 1, 1e-12},
-		{"sum", hvd.DistributedOptions{Op: kernels.Sum}, 3, 1, 1e-12},
-		{"single rank", hvd.DistributedOptions{}, 1, 1, 0},
-		{"accumulate 3 passes", hvd.DistributedOptions{BackwardPassesPerStep: 3}, 4, 3, 1e-12},
-		{"predivide", hvd.DistributedOptions{GradientPredivideFactor: 2}, 4, 1, 1e-12},
-		{"fp32", hvd.DistributedOptions{Compression: hvd.FP32Compression}, 4, 1, 1e-6},
-		{"fp16, 2 passes", hvd.DistributedOptions{Compression: hvd.FP16Compression, BackwardPassesPerStep: 2}, 4, 2, 4e-3},
-		{"bf16", hvd.DistributedOptions{Compression: hvd.BF16Compression}, 4, 1, 3e-2},
+		{"avg", hvd.DistributedOptions{}, 4, 1, 1e-12, float64Model},
+		{"sum", hvd.DistributedOptions{Op: kernels.Sum}, 3, 1, 1e-12, float64Model},
+		{"single rank", hvd.DistributedOptions{}, 1, 1, 0, float64Model},
+		{"accumulate 3 passes", hvd.DistributedOptions{BackwardPassesPerStep: 3}, 4, 3, 1e-12, float64Model},
+		{"predivide", hvd.DistributedOptions{GradientPredivideFactor: 2}, 4, 1, 1e-12, float64Model},
+		{"fp32", hvd.DistributedOptions{Compression: hvd.FP32Compression}, 4, 1, 1e-6, float64Model},
+		{"fp16, 2 passes", hvd.DistributedOptions{Compression: hvd.FP16Compression, BackwardPassesPerStep: 2}, 4, 2, 4e-3, float64Model},
+		{"bf16", hvd.DistributedOptions{Compression: hvd.BF16Compression}, 4, 1, 3e-2, float64Model},
+		// float32 parameters: their gradients travel as float32 without
+		// compression; the reference sums the float32-rounded inputs in
+		// float64, so the tolerance is float32's rounding.
+		{"float32 avg", hvd.DistributedOptions{}, 4, 1, 1e-6, float32Model},
+		{"float32 sum", hvd.DistributedOptions{Op: kernels.Sum}, 3, 1, 1e-6, float32Model},
+		{"float32 single rank", hvd.DistributedOptions{}, 1, 1, 1e-7, float32Model},
+		{"float32 accumulate 3 passes", hvd.DistributedOptions{BackwardPassesPerStep: 3}, 4, 3, 1e-6, float32Model},
+		{"float32 predivide", hvd.DistributedOptions{GradientPredivideFactor: 2}, 4, 1, 1e-6, float32Model},
+		{"float32 fp16", hvd.DistributedOptions{Compression: hvd.FP16Compression}, 4, 1, 4e-3, float32Model},
+		{"float32 bf16, 2 passes", hvd.DistributedOptions{Compression: hvd.BF16Compression, BackwardPassesPerStep: 2}, 4, 2, 3e-2, float32Model},
+		{"mixed float32 and float64", hvd.DistributedOptions{}, 4, 1, 1e-6, mixedModel},
+		{"mixed, fp32", hvd.DistributedOptions{Compression: hvd.FP32Compression}, 2, 1, 1e-6, mixedModel},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rts := job(t, c.ranks)
 			onEach(t, rts, func(r int, rt *hvd.Runtime) error {
-				return checkStep(rt, c.opts, c.passes, c.tol)
+				return checkStep(rt, c.model, c.opts, c.passes, c.tol)
 			})
 		})
 	}
@@ -80,9 +137,9 @@ func TestDistributedGradientIsMeanOfRankGradients(t *testing.T) {
 // checkStep runs one step of passes backward passes with SGD at lr 1 from
 // zero parameters, reporting gradients in reverse order as a backward pass
 // does, and checks that every parameter moved by minus the mean gradient.
-func checkStep(rt *hvd.Runtime, opts hvd.DistributedOptions, passes int, tol float64) error {
+func checkStep(rt *hvd.Runtime, model int, opts hvd.DistributedOptions, passes int, tol float64) error {
 	ctx := context.Background()
-	ps := params()
+	ps := paramsOf(model)
 	sgd, err := hvd.NewSGD(ps, hvd.SGDConfig{LR: 1})
 	if err != nil {
 		return err
@@ -93,29 +150,29 @@ func checkStep(rt *hvd.Runtime, opts hvd.DistributedOptions, passes int, tol flo
 	}
 	for k := range passes {
 		for p := len(ps) - 1; p >= 0; p-- {
-			copy(ps[p].Grad, rankGrad(rt.Rank(), p, k, len(ps[p].Grad)))
+			setGrad(ps[p], rankGrad(rt.Rank(), p, k, ps[p].Len()))
 			if p%2 == 0 { // the others are left for Step to report
 				if err := opt.GradReady(ps[p].Name); err != nil {
 					return err
 				}
 			}
-			clear(ps[p].Grad) // the optimizer must have its own copy
+			clearGrad(ps[p]) // the optimizer must have its own copy
 		}
 		for p := range ps {
-			copy(ps[p].Grad, rankGrad(rt.Rank(), p, k, len(ps[p].Grad)))
+			setGrad(ps[p], rankGrad(rt.Rank(), p, k, ps[p].Len()))
 		}
 		if err := opt.Step(ctx); err != nil {
 			return err
 		}
-		if k < passes-1 && ps[0].Value[0] != 0 {
-			return fmt.Errorf("pass %d of %d updated the parameters: %v", k+1, passes, ps[0].Value)
+		if _, v := at(ps[0], 0); k < passes-1 && v != 0 {
+			return fmt.Errorf("pass %d of %d updated the parameters: %v", k+1, passes, v)
 		}
 	}
 	for p, param := range ps {
-		want := meanGrad(rt.Size(), passes, p, opts.Op == kernels.Sum)
+		want := meanGrad(rt.Size(), passes, p, opts.Op == kernels.Sum, param.Is32())
 		for i := range want {
-			if !near(param.Grad[i], want[i], tol) || !near(param.Value[i], -want[i], tol) {
-				return fmt.Errorf("%s[%d]: grad %v value %v, want grad %v", param.Name, i, param.Grad[i], param.Value[i], want[i])
+			if g, v := at(param, i); !near(g, want[i], tol) || !near(v, -want[i], tol) {
+				return fmt.Errorf("%s[%d]: grad %v value %v, want grad %v", param.Name, i, g, v, want[i])
 			}
 		}
 	}
@@ -233,7 +290,7 @@ func TestRanksMayReportInDifferentOrders(t *testing.T) {
 			return err
 		}
 		for p, param := range ps {
-			want := meanGrad(n, 1, p, false)
+			want := meanGrad(n, 1, p, false, false)
 			for i := range want {
 				if !near(param.Grad[i], want[i], 1e-12) {
 					return fmt.Errorf("%s[%d] = %v, want %v", param.Name, i, param.Grad[i], want[i])
@@ -265,7 +322,7 @@ func TestConcurrentGradReady(t *testing.T) {
 		if err := opt.Step(context.Background()); err != nil {
 			return err
 		}
-		if want := meanGrad(2, 1, 3, false); !near(ps[3].Grad[7], want[7], 1e-12) {
+		if want := meanGrad(2, 1, 3, false, false); !near(ps[3].Grad[7], want[7], 1e-12) {
 			return fmt.Errorf("grad %v, want %v", ps[3].Grad[7], want[7])
 		}
 		return nil

@@ -32,6 +32,11 @@
 // staged through page-locked host memory in spans that overlap the copies
 // with the network. Without that tag they fail with ErrNoCUDA.
 //
+// Training loops use Param (float64 or float32 values and gradients),
+// SGD or Adam, and DistributedOptimizer, which all-reduces each gradient as
+// soon as GradReady reports it; BroadcastParameters, Checkpointer, Shard
+// and LRSchedule cover the rest of a loop.
+//
 // Failures are global: when any rank fails (it crashes, a link breaks, a
 // context is cancelled, an argument is invalid) every rank's pending and
 // later operations return an error naming the operation, tensor, step,

@@ -5,10 +5,10 @@ import "context"
 // broadcastAll broadcasts every buffer in place from root, all in flight at
 // once, and waits for all of them (even after a failure, so that no buffer
 // is still being written when it returns).
-func broadcastAll(ctx context.Context, rt *Runtime, names []string, bufs [][]float64, root int) error {
-	hs := make([]*Handle, len(bufs))
-	for i, b := range bufs {
-		hs[i] = rt.BroadcastAsync(NewTensor(names[i], b), root)
+func broadcastAll(ctx context.Context, rt *Runtime, ts []*Tensor, root int) error {
+	hs := make([]*Handle, len(ts))
+	for i, t := range ts {
+		hs[i] = rt.BroadcastAsync(t, root)
 	}
 	return waitAll(ctx, hs)
 }

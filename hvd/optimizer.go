@@ -85,14 +85,13 @@ func (s slots) names() []string { return slices.Sorted(maps.Keys(s)) }
 func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, root int) error {
 	st := opt.State()
 	names := slices.Sorted(maps.Keys(st.Slots))
-	bufs := make([][]float64, 0, len(names)+1)
-	wire := make([]string, 0, len(names)+1)
 	scalars := []float64{float64(st.Steps), st.LR}
-	bufs, wire = append(bufs, scalars), append(wire, "optimizer.scalars")
+	ts := make([]*Tensor, 0, len(names)+1)
+	ts = append(ts, NewTensor("optimizer.scalars", scalars))
 	for _, n := range names {
-		bufs, wire = append(bufs, st.Slots[n]), append(wire, "optimizer/"+n)
+		ts = append(ts, NewTensor("optimizer/"+n, st.Slots[n]))
 	}
-	if err := broadcastAll(ctx, rt, wire, bufs, root); err != nil {
+	if err := broadcastAll(ctx, rt, ts, root); err != nil {
 		return err
 	}
 	st.Steps, st.LR = int64(scalars[0]), scalars[1]

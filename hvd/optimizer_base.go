@@ -19,7 +19,7 @@ func newBase(params []*Param, lr float64) (base, error) {
 // addSlots gives every parameter a zero buffer named prefix+name.
 func (b *base) addSlots(prefix string) {
 	for _, p := range b.params {
-		b.slots[prefix+p.Name] = make([]float64, len(p.Value))
+		b.slots[prefix+p.Name] = make([]float64, p.Len())
 	}
 }
 
@@ -29,7 +29,7 @@ func (b *base) Params() []*Param { return b.params }
 // ZeroGrad zeroes every gradient.
 func (b *base) ZeroGrad() {
 	for _, p := range b.params {
-		clear(p.Grad)
+		p.zeroGrad()
 	}
 }
 

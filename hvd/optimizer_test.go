@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
 )
 
 // stepsOf runs n steps of opt on one parameter w (start 1) whose gradient
@@ -124,15 +125,76 @@ func TestInvalidParams(t *testing.T) {
 		{{Name: "", Value: []float64{1}, Grad: []float64{1}}},
 		{hvd.NewParam("a", 1), hvd.NewParam("a", 2)},
 		{{Name: "a", Value: []float64{1}, Grad: nil}},
+		{{Name: "a", Value32: []float32{1, 2}, Grad32: []float32{1}}},
+		{{Name: "a", Value: []float64{1}, Grad: []float64{1}, Value32: []float32{1}, Grad32: []float32{1}}},
+		{{Name: "a", Grad: []float64{1}, Value32: []float32{1}}},
 	} {
 		if _, err := hvd.NewSGD(ps, hvd.SGDConfig{}); !errors.Is(err, hvd.ErrInvalidParam) {
 			t.Errorf("%v: %v", ps, err)
 		}
 	}
-	opt, _ := hvd.NewSGD([]*hvd.Param{hvd.NewParam("a", 2)}, hvd.SGDConfig{})
+	opt, _ := hvd.NewSGD([]*hvd.Param{hvd.NewParam("a", 2), hvd.NewParam32("b", 2)}, hvd.SGDConfig{})
 	opt.Params()[0].Grad[1] = math.Pi
+	opt.Params()[1].Grad32[1] = math.Pi
 	opt.ZeroGrad()
-	if opt.Params()[0].Grad[1] != 0 {
+	if opt.Params()[0].Grad[1] != 0 || opt.Params()[1].Grad32[1] != 0 {
 		t.Error("ZeroGrad left a gradient")
+	}
+}
+
+// TestFloat32ParamsFollowFloat64 runs each optimizer on a float64 and a
+// float32 copy of the same parameter and gradients: the float32 values
+// must stay within float32 rounding of the float64 ones, and the optimizer
+// state (kept in float64 for both) must match just as closely.
+func TestFloat32ParamsFollowFloat64(t *testing.T) {
+	for name, mk := range map[string]func([]*hvd.Param) (hvd.Optimizer, error){
+		"sgd nesterov wd": sgd(hvd.SGDConfig{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-2}),
+		"adam":            func(ps []*hvd.Param) (hvd.Optimizer, error) { return hvd.NewAdam(ps, hvd.AdamConfig{LR: 0.01}) },
+		"adamw": func(ps []*hvd.Param) (hvd.Optimizer, error) {
+			return hvd.NewAdam(ps, hvd.AdamConfig{LR: 0.01, WeightDecay: 0.1, Decoupled: true})
+		},
+	} {
+		p64, p32 := hvd.NewParam("w", 64), hvd.NewParam32("w", 64)
+		if p32.Len() != 64 || p32.DType() != kernels.F32 || p64.DType() != kernels.F64 {
+			t.Fatalf("Len %d, DTypes %v %v", p32.Len(), p32.DType(), p64.DType())
+		}
+		for i := range p64.Value {
+			p64.Value[i] = float64(float32(math.Sin(float64(i))))
+			p32.Value32[i] = float32(p64.Value[i])
+		}
+		o64, err := mk([]*hvd.Param{p64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o32, err := mk([]*hvd.Param{p32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := range 10 {
+			for i := range p64.Grad {
+				g := float32(math.Cos(float64(i*step + 1)))
+				p64.Grad[i], p32.Grad32[i] = float64(g), g
+			}
+			o64.Step(context.Background())
+			o32.Step(context.Background())
+		}
+		for i := range p64.Value {
+			if !near(float64(p32.Value32[i]), p64.Value[i], 1e-5) {
+				t.Errorf("%s: w[%d] float32 %v, float64 %v", name, i, p32.Value32[i], p64.Value[i])
+				break
+			}
+		}
+		if p32.Value32[3] == float32(math.Sin(3)) {
+			t.Errorf("%s: the float32 parameter did not move", name)
+		}
+		s64, s32 := o64.State(), o32.State()
+		for k, v := range s64.Slots {
+			for i := range v {
+				if !near(s32.Slots[k][i], v[i], 1e-5) {
+					t.Errorf("%s: %s[%d] float32 run %v, float64 run %v", name, k, i, s32.Slots[k][i], v[i])
+					break
+				}
+			}
+		}
 	}
 }

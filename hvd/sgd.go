@@ -38,22 +38,32 @@ func NewSGD(params []*Param, cfg SGDConfig) (*SGD, error) {
 
 // Step applies one SGD update to every parameter.
 func (o *SGD) Step(context.Context) error {
-	mu, wd, lr := o.cfg.Momentum, o.cfg.WeightDecay, o.lr
 	for _, p := range o.params {
 		buf := o.slots["momentum/"+p.Name]
-		for i, g := range p.Grad {
-			g += wd * p.Value[i]
-			if buf != nil {
-				buf[i] = mu*buf[i] + g
-				if o.cfg.Nesterov {
-					g += mu * buf[i]
-				} else {
-					g = buf[i]
-				}
-			}
-			p.Value[i] -= lr * g
+		if p.Is32() {
+			sgdUpdate(&o.cfg, o.lr, p.Value32, p.Grad32, buf)
+		} else {
+			sgdUpdate(&o.cfg, o.lr, p.Value, p.Grad, buf)
 		}
 	}
 	o.steps++
 	return nil
+}
+
+// sgdUpdate applies one update to the values w from their gradient grad
+// and momentum buffer buf (nil without momentum), computing in float64.
+func sgdUpdate[T float32 | float64](cfg *SGDConfig, lr float64, w, grad []T, buf []float64) {
+	mu, wd := cfg.Momentum, cfg.WeightDecay
+	for i, gt := range grad {
+		g := float64(gt) + wd*float64(w[i])
+		if buf != nil {
+			buf[i] = mu*buf[i] + g
+			if cfg.Nesterov {
+				g += mu * buf[i]
+			} else {
+				g = buf[i]
+			}
+		}
+		w[i] = T(float64(w[i]) - lr*g)
+	}
 }

@@ -38,6 +38,19 @@ func TestUniformLayout(t *testing.T) {
 	}
 }
 
+func TestFlags(t *testing.T) {
+	cfg, err := parseFlags(nil)
+	if err != nil || cfg.Float64 || cfg.Compression != hvd.NoCompression {
+		t.Errorf("defaults: %+v, %v; want float32 parameters sent as they are", cfg, err)
+	}
+	if cfg, err := parseFlags([]string{"-dtype", "float64", "-compression", "fp32"}); err != nil || !cfg.Float64 || cfg.Compression != hvd.FP32Compression {
+		t.Errorf("-dtype float64 -compression fp32: %+v, %v", cfg, err)
+	}
+	if _, err := parseFlags([]string{"-dtype", "int8"}); err == nil {
+		t.Error("-dtype int8 accepted")
+	}
+}
+
 func TestMeanConf(t *testing.T) {
 	m, c := meanConf([]float64{1, 3})
 	if m != 2 || math.Abs(c-1.96) > 1e-12 {
@@ -51,9 +64,10 @@ func TestMeanConf(t *testing.T) {
 // TestBenchmarkRuns runs the whole benchmark (baseline, then distributed)
 // on two in-process ranks with a tiny model and compute step.
 func TestBenchmarkRuns(t *testing.T) {
-	for _, compute := range []string{"sleep", "gemm"} {
+	for _, c := range [][2]string{{"sleep", "float32"}, {"gemm", "float64"}} {
+		compute := c[0]
 		cfg, err := parseFlags([]string{"-model", "uniform", "-params", "1000", "-tensors", "7", "-compute", compute,
-			"-step-time", "3ms", "-gemm-n", "8", "-warmup", "1", "-iters", "2", "-batches-per-iter", "2", "-update"})
+			"-step-time", "3ms", "-gemm-n", "8", "-warmup", "1", "-iters", "2", "-batches-per-iter", "2", "-update", "-dtype", c[1]})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 // Command synthetic_benchmark measures data-parallel training throughput
 // the way Horovod's synthetic benchmark does: a model with ResNet-50's
-// gradient sizes (161 tensors, 25.6 M parameters), synthetic data, and a
+// gradient sizes (161 tensors, 25.6 M float32 parameters), synthetic data, and a
 // compute step that is simulated (200 ms of sleep by default) or real
 // (OpenBLAS matrix products). It first measures every rank alone (the
 // -np 1 baseline), then all ranks together, and prints the scaling
@@ -30,6 +30,7 @@ type config struct {
 	StepTime                      time.Duration
 	GemmN, Threads                int
 	Warmup, Iters, BatchesPerIter int
+	Float64                       bool // -dtype float64
 	Compression                   hvd.Compression
 	Baseline                      string
 	Update                        bool
@@ -56,11 +57,19 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.Warmup, "warmup", 5, "untimed warm-up steps")
 	fs.IntVar(&c.Iters, "iters", 10, "timed iterations")
 	fs.IntVar(&c.BatchesPerIter, "batches-per-iter", 5, "steps per timed iteration")
-	comp := fs.String("compression", "fp32", "gradient wire type: none (float64), fp32 (as Horovod's float32 models), fp16, bf16")
+	dtype := fs.String("dtype", "float32", "parameter and gradient type: float32 (as ResNet-50 trains) or float64")
+	comp := fs.String("compression", "none", "gradient wire type: none (the -dtype), fp32, fp16, bf16")
 	fs.StringVar(&c.Baseline, "baseline", "rank0", "np 1 baseline: rank0 (rank 0 alone, the others idle), concurrent (every rank alone, all at the same time), none")
 	fs.BoolVar(&c.Update, "update", false, "apply an SGD update every step (off: the step is compute and communication only)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	switch *dtype {
+	case "float32":
+	case "float64":
+		c.Float64 = true
+	default:
+		return c, fmt.Errorf("-dtype %q: want float32 or float64", *dtype)
 	}
 	var err error
 	c.Compression, err = hvd.ParseCompression(*comp)
@@ -96,9 +105,17 @@ func run(args []string) error {
 func newBench(cfg config, specs []tensorSpec, rank int) (*bench, error) {
 	b := &bench{cfg: cfg}
 	for _, s := range specs {
-		p := hvd.NewParam(s.name, s.size)
-		for i := range p.Grad {
-			p.Grad[i] = float64(i%13) / 13
+		var p *hvd.Param
+		if cfg.Float64 {
+			p = hvd.NewParam(s.name, s.size)
+			for i := range p.Grad {
+				p.Grad[i] = float64(i%13) / 13
+			}
+		} else {
+			p = hvd.NewParam32(s.name, s.size)
+			for i := range p.Grad32 {
+				p.Grad32[i] = float32(i%13) / 13
+			}
 		}
 		b.params = append(b.params, p)
 	}

@@ -12,8 +12,10 @@ import (
 // (rank 0).
 func report(ctx context.Context, rt *hvd.Runtime, b *bench, specs []tensorSpec) error {
 	n := totalSize(specs)
-	b.printf("Model: %s, %d tensors, %d parameters; gradients travel as %v (%.1f MB per step)\n",
-		b.cfg.Model, len(specs), n, b.cfg.Compression, float64(n*b.cfg.Compression.WireDType().Size())/1e6)
+	dt := b.params[0].DType()
+	wire := b.cfg.Compression.WireDTypeFor(dt)
+	b.printf("Model: %s, %d tensors, %d %v parameters; gradients travel as %v (%.1f MB per step)\n",
+		b.cfg.Model, len(specs), n, dt, wire, float64(n*wire.Size())/1e6)
 	b.printf("Batch size: %d per rank; compute %v\n", b.cfg.Batch, b.compute)
 	b.printf("Number of ranks: %d\n", rt.Size())
 	base, err := baseline(ctx, rt, b)
