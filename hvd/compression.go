@@ -67,7 +67,7 @@ const compressChunk = 4096
 
 // Compress writes the float64 values of src into dst, a buffer of len(src)
 // elements of WireDType.
-func (c Compression) Compress(dst []byte, src []float64) { encode(dst, c.WireDType(), src) }
+func (c Compression) Compress(dst []byte, src []float64) { encode(dst, c.WireDType(), src, 1) }
 
 // Decompress writes the WireDType elements of src into dst.
 func (c Compression) Decompress(dst []float64, src []byte) { decode(dst, src, c.WireDType(), 1) }
@@ -75,23 +75,18 @@ func (c Compression) Decompress(dst []float64, src []byte) { decode(dst, src, c.
 // float is a parameter's element type.
 type float interface{ float32 | float64 }
 
-// encode writes src into dst as elements of the wire type wt: float64
-// (src must be float64), float32, float16 or bfloat16.
-func encode[T float](dst []byte, wt kernels.DType, src []T) {
-	if kernels.DTypeOf[T]() == wt {
-		copy(dst, kernels.AsBytes(src))
-		return
-	}
+// encode writes src, multiplied by f, into dst as elements of the wire
+// type wt: float64 (src must be float64), float32, float16 or bfloat16.
+func encode[T float](dst []byte, wt kernels.DType, src []T, f float64) {
 	switch wt {
+	case kernels.DTypeOf[T]():
+		scaleInto(kernels.FromBytes[T](dst)[:len(src)], src, f)
 	case kernels.F32:
-		out := kernels.FromBytes[float32](dst)[:len(src)]
-		for i, v := range src {
-			out[i] = float32(v)
-		}
+		scaleInto(kernels.FromBytes[float32](dst)[:len(src)], src, f)
 	case kernels.F16:
-		viaF32(src, func(off int, f []float32) { kernels.F32ToF16(kernels.FromBytes[kernels.Float16](dst)[off:], f) })
+		viaF32(src, f, func(off int, f []float32) { kernels.F32ToF16(kernels.FromBytes[kernels.Float16](dst)[off:], f) })
 	case kernels.BF16:
-		viaF32(src, func(off int, f []float32) { kernels.F32ToBF16(kernels.FromBytes[kernels.BFloat16](dst)[off:], f) })
+		viaF32(src, f, func(off int, f []float32) { kernels.F32ToBF16(kernels.FromBytes[kernels.BFloat16](dst)[off:], f) })
 	default:
 		panic("hvd: no encoding of " + kernels.DTypeOf[T]().String() + " as " + wt.String())
 	}
@@ -136,7 +131,7 @@ func scaleInto[T, S float](dst []T, in []S, f float64) {
 	}
 	if d, ok := any(dst).([]float32); ok {
 		if s, ok := any(in).([]float32); ok {
-			f32 := float32(f)
+			f32, d := float32(f), d[:len(s)]
 			for i, v := range s {
 				d[i] = v * f32
 			}
@@ -148,19 +143,17 @@ func scaleInto[T, S float](dst []T, in []S, f float64) {
 	}
 }
 
-// viaF32 narrows src to float32 a chunk at a time and hands each chunk,
-// with its offset, to put (float32 src whole, as it is).
-func viaF32[T float](src []T, put func(off int, f []float32)) {
-	if f, ok := any(src).([]float32); ok {
-		put(0, f)
+// viaF32 narrows src×f to float32 a chunk at a time and hands each chunk,
+// with its offset, to put (float32 src with f 1 whole, as it is).
+func viaF32[T float](src []T, f float64, put func(off int, f []float32)) {
+	if s, ok := any(src).([]float32); ok && f == 1 {
+		put(0, s)
 		return
 	}
 	var scratch [compressChunk]float32
 	for off := 0; off < len(src); off += compressChunk {
-		f := scratch[:min(compressChunk, len(src)-off)]
-		for i := range f {
-			f[i] = float32(src[off+i])
-		}
-		put(off, f)
+		w := scratch[:min(compressChunk, len(src)-off)]
+		scaleInto(w, src[off:off+len(w)], f)
+		put(off, w)
 	}
 }

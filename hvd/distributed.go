@@ -20,9 +20,12 @@ type DistributedOptions struct {
 	// passes (each ended by a Step call) locally and all-reduces their mean
 	// once; only every such Step updates the parameters. 0 means 1.
 	BackwardPassesPerStep int
-	// GradientPredivideFactor f splits the average into a division by f
-	// before the sum and by size/f after it (Average only; 0 means 1).
-	// Use it to keep half-precision sums from overflowing.
+	// GradientPredivideFactor f splits the average of compressed gradients
+	// into a division by f before the sum and by size/f after it (Average
+	// only; 0 means 1). Use it to keep half-precision sums from
+	// overflowing. Gradients sent in their own type (NoCompression, or
+	// FP32Compression of float32 parameters) are always divided by size
+	// before the sum.
 	GradientPredivideFactor float64
 }
 
@@ -37,8 +40,6 @@ type DistOptimizer struct {
 	inner Optimizer
 	rt    *Runtime
 	opts  DistributedOptions
-	red   ReduceOptions // of the wire all-reduce: a sum, prescaled by 1/GradientPredivideFactor
-	post  float64       // applied while decompressing: GradientPredivideFactor/Size for avg, 1 for sum
 	grads []*gradSync
 	index map[string]*gradSync
 
@@ -53,6 +54,8 @@ type gradSync struct {
 	p        *Param
 	acc      []float64 // sum of this step's earlier passes; nil while unused
 	wire     *Tensor   // the compressed gradient, owned by the optimizer
+	pre      float64   // multiplies the gradient on its way into wire
+	post     float64   // multiplies the sum on its way back into the gradient
 	h        *Handle   // the all-reduce in flight, or nil
 	reported bool      // reported in the current pass
 }
@@ -72,19 +75,34 @@ func DistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions)
 		return nil, err
 	}
 	o := &DistOptimizer{inner: inner, rt: rt, opts: opts, index: map[string]*gradSync{}}
-	// The wire carries a sum; an average's division (and the predivide
-	// factor's undoing) is folded into the decompression, which touches
-	// every element anyway, instead of a scaling pass of its own.
-	o.red, o.post = ReduceOptions{Prescale: 1 / opts.GradientPredivideFactor}, 1
-	if opts.Op == kernels.Average {
-		o.post = opts.GradientPredivideFactor / float64(rt.Size())
-	}
 	for _, p := range inner.Params() {
-		g := &gradSync{p: p, wire: newWire(opts.Compression.WireDTypeFor(p.DType()), "grad/"+p.Name, p.Len())}
+		wt := opts.Compression.WireDTypeFor(p.DType())
+		g := &gradSync{p: p, wire: newWire(wt, "grad/"+p.Name, p.Len())}
+		g.pre, g.post = opts.factors(rt.Size(), wt == p.DType())
 		o.grads = append(o.grads, g)
 		o.index[p.Name] = g
 	}
 	return o, nil
+}
+
+// factors are what a gradient is multiplied by on its way into its wire
+// buffer (pre) and what the wire's sum is multiplied by on its way back
+// (post). The wire all-reduce is a plain sum: the scaling rides on these
+// two copies, which touch every element anyway, instead of passes of its
+// own. A gradient that is converted (compressed) is divided by
+// GradientPredivideFactor before and by size/GradientPredivideFactor after
+// the sum; one that travels in its own type is divided by size before it,
+// so that only a plain copy (a memmove) is left for Step to do after the
+// last all-reduce.
+func (d *DistributedOptions) factors(size int, sameType bool) (pre, post float64) {
+	switch {
+	case d.Op == kernels.Sum:
+		return 1, 1
+	case sameType:
+		return 1 / float64(size), 1
+	default:
+		return 1 / d.GradientPredivideFactor, d.GradientPredivideFactor / float64(size)
+	}
 }
 
 func (d *DistributedOptions) normalize() error {

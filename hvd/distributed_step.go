@@ -30,9 +30,9 @@ func (o *DistOptimizer) report(name string) error {
 	k := o.opts.BackwardPassesPerStep
 	switch {
 	case k == 1 && g.p.Is32():
-		encode(g.wire.Data, g.wire.DType, g.p.Grad32)
+		encode(g.wire.Data, g.wire.DType, g.p.Grad32, g.pre)
 	case k == 1:
-		encode(g.wire.Data, g.wire.DType, g.p.Grad)
+		encode(g.wire.Data, g.wire.DType, g.p.Grad, g.pre)
 	default:
 		if g.acc == nil {
 			g.acc = make([]float64, g.p.Len())
@@ -45,13 +45,10 @@ func (o *DistOptimizer) report(name string) error {
 		if !last {
 			return nil
 		}
-		for i := range g.acc {
-			g.acc[i] /= float64(k)
-		}
-		encode(g.wire.Data, g.wire.DType, g.acc)
+		encode(g.wire.Data, g.wire.DType, g.acc, g.pre/float64(k))
 		clear(g.acc)
 	}
-	g.h = o.rt.AllreduceAsync(g.wire, kernels.Sum, o.red)
+	g.h = o.rt.AllreduceAsync(g.wire, kernels.Sum, ReduceOptions{})
 	o.mu.Lock()
 	o.pending = append(o.pending, g)
 	o.mu.Unlock()
@@ -167,9 +164,9 @@ func (o *DistOptimizer) collect(ctx context.Context) error {
 		g.h = nil
 		switch {
 		case err == nil && g.p.Is32():
-			decode(g.p.Grad32, g.wire.Data, g.wire.DType, o.post)
+			decode(g.p.Grad32, g.wire.Data, g.wire.DType, g.post)
 		case err == nil:
-			decode(g.p.Grad, g.wire.Data, g.wire.DType, o.post)
+			decode(g.p.Grad, g.wire.Data, g.wire.DType, g.post)
 		case first == nil:
 			first = err
 		}

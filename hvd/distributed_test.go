@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -111,6 +112,7 @@ func TestDistributedGradientIsMeanOfRankGradients(t *testing.T) {
 		{"fp32", hvd.DistributedOptions{Compression: hvd.FP32Compression}, 4, 1, 1e-6, float64Model},
 		{"fp16, 2 passes", hvd.DistributedOptions{Compression: hvd.FP16Compression, BackwardPassesPerStep: 2}, 4, 2, 4e-3, float64Model},
 		{"bf16", hvd.DistributedOptions{Compression: hvd.BF16Compression}, 4, 1, 3e-2, float64Model},
+		{"fp16 predivide", hvd.DistributedOptions{Compression: hvd.FP16Compression, GradientPredivideFactor: 4}, 4, 1, 4e-3, float64Model},
 		// float32 parameters: their gradients travel as float32 without
 		// compression; the reference sums the float32-rounded inputs in
 		// float64, so the tolerance is float32's rounding.
@@ -327,4 +329,36 @@ func TestConcurrentGradReady(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPredivideKeepsHalfSumsFinite: four gradients of 30000 sum to 120000,
+// past float16's largest value (65504). Without a predivide factor the fp16
+// sum overflows; dividing by 4 before the sum keeps it finite and the
+// average exact.
+func TestPredivideKeepsHalfSumsFinite(t *testing.T) {
+	for _, f := range []float64{1, 4} {
+		rts := job(t, 4)
+		onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+			p := hvd.NewParam32("w", 3)
+			sgd, _ := hvd.NewSGD([]*hvd.Param{p}, hvd.SGDConfig{LR: 1})
+			opt, err := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{Compression: hvd.FP16Compression, GradientPredivideFactor: f})
+			if err != nil {
+				return err
+			}
+			for i := range p.Grad32 {
+				p.Grad32[i] = 30000
+			}
+			if err := opt.Synchronize(context.Background()); err != nil {
+				return err
+			}
+			inf := math.IsInf(float64(p.Grad32[0]), 1)
+			switch {
+			case f == 1 && !inf:
+				return fmt.Errorf("without predivide the fp16 sum gave %v, want +Inf", p.Grad32[0])
+			case f == 4 && p.Grad32[0] != 30000:
+				return fmt.Errorf("predivide 4: mean %v, want 30000", p.Grad32[0])
+			}
+			return nil
+		})
+	}
 }
