@@ -78,3 +78,34 @@ func ExampleDistributedOptimizer_fourRanks() {
 	wg.Wait()
 	// Output: every rank's w: -1.5
 }
+
+// A float32 model: its gradients are all-reduced as float32, with no
+// conversion, and the optimizer writes float32 values back.
+func ExampleNewParam32() {
+	const n = 2
+	net := memtransport.NewNetwork(n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			env := runner.DefaultWorkerEnv()
+			env.Rank, env.Size, env.LocalRank, env.LocalSize = r, n, r, n
+			rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: net.Transport(r)})
+			if err != nil {
+				panic(err)
+			}
+			defer rt.Shutdown()
+			w := hvd.NewParam32("conv1/w", 2)
+			sgd, _ := hvd.NewSGD([]*hvd.Param{w}, hvd.SGDConfig{LR: 0.5})
+			opt, _ := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
+			w.Grad32[0], w.Grad32[1] = float32(r), 1 // means 0.5 and 1
+			if err := opt.Step(context.Background()); err != nil {
+				panic(err)
+			}
+			if r == 0 {
+				fmt.Println(w.DType(), w.Value32)
+			}
+		})
+	}
+	wg.Wait()
+	// Output: float32 [-0.25 -0.5]
+}

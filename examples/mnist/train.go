@@ -64,7 +64,7 @@ func train(ctx context.Context, rt *hvd.Runtime, cfg config, out io.Writer) (sum
 		sum.Epochs = append(sum.Epochs, st)
 	}
 	if n := len(sum.Epochs); n > 0 {
-		t.printf("final test accuracy %.2f%% after %d epochs on %d ranks\n", 100*sum.Epochs[n-1].Accuracy, cfg.Epochs, rt.Size())
+		t.printf("final test accuracy %.2f%% after %d epochs on %d rank(s)\n", 100*sum.Epochs[n-1].Accuracy, cfg.Epochs, rt.Size())
 	}
 	sum.Steps, sum.Params = t.step, t.opt.Params()
 	return sum, nil
