@@ -59,6 +59,7 @@ func mesh(ctx context.Context, env runner.WorkerEnv, rdv *rendezvous.Client, log
 	}
 	return tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
+		DisableSharedMemory: env.NoSharedMemory,
 	})
 }
 

@@ -72,6 +72,7 @@ type Config struct {
 	TimelinePath    string        // timeline file; "" none
 	LogLevel        string        // ranks' log level: debug, info, warn, error
 	OpTimeout       time.Duration // per-operation timeout; 0 none
+	NoSharedMemory  bool          // keep same-host links on TCP instead of shared memory
 
 	// GracePeriod is how long a rank being stopped has between SIGTERM and
 	// SIGKILL.
@@ -204,5 +205,6 @@ func (c Config) jobEnv() WorkerEnv {
 	e.TimelinePath = c.TimelinePath
 	e.LogLevel = c.LogLevel
 	e.OpTimeout = c.OpTimeout
+	e.NoSharedMemory = c.NoSharedMemory
 	return e
 }

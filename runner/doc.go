@@ -69,6 +69,7 @@
 //	GOROVOD_TIMELINE             timeline file ("" = none)
 //	GOROVOD_LOG_LEVEL            debug, info, warn or error (info)
 //	GOROVOD_OP_TIMEOUT           per-operation timeout, 0 = none (0s)
+//	GOROVOD_SHARED_MEMORY        1: links between ranks on one host use shared memory, 0: TCP (1)
 //
 // Durations use Go syntax ("1ms", "60s", "1m30s"). Without GOROVOD_RANK a
 // process is a single rank of size 1. The secret never appears on a command

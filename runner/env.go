@@ -36,6 +36,7 @@ const (
 	EnvTimeline          = "GOROVOD_TIMELINE"            // file path
 	EnvLogLevel          = "GOROVOD_LOG_LEVEL"           // debug, info, warn, error
 	EnvOpTimeout         = "GOROVOD_OP_TIMEOUT"          // Go duration
+	EnvSharedMemory      = "GOROVOD_SHARED_MEMORY"       // 1 or 0: same-host links in shared memory
 )
 
 // Defaults of the tuning knobs (see DefaultWorkerEnv).
@@ -74,6 +75,7 @@ type WorkerEnv struct {
 	TimelinePath    string        // timeline output file; "" = no timeline
 	LogLevel        string        // slog level name: debug, info, warn, error
 	OpTimeout       time.Duration // per-operation timeout; 0 = none
+	NoSharedMemory  bool          // keep same-host links on TCP instead of shared memory
 }
 
 // DefaultWorkerEnv returns the environment of a single rank (rank 0 of 1,
@@ -314,6 +316,31 @@ func envVars() []envVar {
 		stringVar(EnvTimeline, func(e *WorkerEnv) *string { return &e.TimelinePath }),
 		stringVar(EnvLogLevel, func(e *WorkerEnv) *string { return &e.LogLevel }),
 		durationVar(EnvOpTimeout, func(e *WorkerEnv) *time.Duration { return &e.OpTimeout }),
+		sharedMemoryVar(EnvSharedMemory),
+	}
+}
+
+// sharedMemoryVar binds NoSharedMemory as "1" (shared memory on, the
+// default) or "0".
+func sharedMemoryVar(name string) envVar {
+	return envVar{name: name,
+		get: func(e *WorkerEnv) string {
+			if e.NoSharedMemory {
+				return "0"
+			}
+			return "1"
+		},
+		set: func(e *WorkerEnv, s string) error {
+			switch s {
+			case "1":
+				e.NoSharedMemory = false
+			case "0":
+				e.NoSharedMemory = true
+			default:
+				return errors.New("not 1 or 0")
+			}
+			return nil
+		},
 	}
 }
 

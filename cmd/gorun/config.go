@@ -101,5 +101,6 @@ func tuning(c *cli.Context, cfg *runner.Config) error {
 	cfg.TimelinePath = c.String("timeline-filename")
 	cfg.LogLevel = c.String("log-level")
 	cfg.OpTimeout = durationOf(c, "op-timeout")
+	cfg.NoSharedMemory = c.Bool("no-shared-memory")
 	return errors.Join(errs...)
 }

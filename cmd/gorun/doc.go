@@ -36,7 +36,9 @@
 // Tuning, passed to every rank: --fusion-threshold-mb (64), --cycle-time-ms
 // (1), --cache-capacity (1024), --stall-check-time (60s),
 // --stall-shutdown-time (0 = never), --timeline-filename, --log-level (info),
-// --op-timeout (0 = none). Durations take Go syntax (90s, 1m30s) or seconds.
+// --op-timeout (0 = none), --no-shared-memory (links between ranks on one
+// host use shared memory unless given). Durations take Go syntax (90s,
+// 1m30s) or seconds.
 //
 // Every line a rank prints appears as "[R]<stdout>: text" or
 // "[R]<stderr>: text". When a rank fails, gorun stops the others (SIGTERM,

@@ -62,6 +62,8 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "log-level", Category: catTuning, Value: def.LogLevel, Usage: "ranks' log level: debug, info, warn or error"},
 		&cli.GenericFlag{Name: "op-timeout", Category: catTuning, Value: &duration{def.OpTimeout},
 			Usage: "fail a collective operation that takes longer; 0 never"},
+		&cli.BoolFlag{Name: "no-shared-memory", Category: catTuning,
+			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory"},
 	}
 }
 

@@ -27,6 +27,14 @@ type Config struct {
 	// HandshakeTimeout bounds the handshake of each connection, accepted or
 	// dialed; zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// DisableSharedMemory keeps links to peers on this host on TCP. By
+	// default a link between two ranks whose addresses have the same host
+	// part carries its frames through a ring per direction in shared memory
+	// (files in /dev/shm, unlinked as soon as both sides have mapped them),
+	// and its sockets stay open only to tell either side when the other
+	// goes away. Where /dev/shm is missing or not shared, the link stays on
+	// TCP by itself. Every rank of a job must set the same value.
+	DisableSharedMemory bool
 	// Logger receives connection events (rejected intruders at Warn); nil
 	// discards them. Connect adds a "rank" attribute.
 	Logger *slog.Logger

@@ -39,6 +39,10 @@ type conn struct {
 
 	failed atomic.Pointer[failure] // first cause; set once, then sticky
 
+	// shm, if set, carries the frames instead of the sockets (a peer on
+	// this host; see shmLink).
+	shm *shmLink
+
 	// Send side, touched only by the Send in progress.
 	sendWatch ctxWatch
 	whdr      [headerSize]byte
@@ -65,6 +69,9 @@ func newConn(l lanes, rank, peer int, host string, readBuf int, spin time.Durati
 // Send writes one frame, header and payload in a single writev, without
 // copying p.
 func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
+	if c.shm != nil {
+		return c.shmSend(ctx, tag, p)
+	}
 	if err := c.ready(ctx, opSend); err != nil {
 		return err
 	}
@@ -84,6 +91,9 @@ func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
 // Recv reads one frame header, checks it against tag and len(p), then reads
 // the payload into p. A Recv of a small frame busy-polls (see inbound).
 func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
+	if c.shm != nil {
+		return c.shmRecv(ctx, tag, p)
+	}
 	if err := c.ready(ctx, opRecv); err != nil {
 		return err
 	}
@@ -93,16 +103,25 @@ func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	if err := c.r.readFull(c.rhdr[:], poll); err != nil {
 		return c.ioFail(opRecv, err)
 	}
+	if err := c.checkHeader(tag, len(p)); err != nil {
+		return err
+	}
+	if err := c.r.readFull(p, poll); err != nil {
+		return c.ioFail(opRecv, err)
+	}
+	return nil
+}
+
+// checkHeader decodes the frame header in rhdr and checks it against the
+// tag and payload length Recv expects; a mismatch fails the link.
+func (c *conn) checkHeader(tag collective.Tag, n int) error {
 	h, err := decodeHeader(c.rhdr[:])
 	if err != nil {
 		return c.protocolFail("%v", err)
 	}
-	if h.Seq != tag.Seq || h.Step != tag.Step || h.Len != uint64(len(p)) {
+	if h.Seq != tag.Seq || h.Step != tag.Step || h.Len != uint64(n) {
 		return c.protocolFail("expected seq %d step %d len %d, got seq %d step %d len %d",
-			tag.Seq, tag.Step, len(p), h.Seq, h.Step, h.Len)
-	}
-	if err := c.r.readFull(p, poll); err != nil {
-		return c.ioFail(opRecv, err)
+			tag.Seq, tag.Step, n, h.Seq, h.Step, h.Len)
 	}
 	return nil
 }

@@ -84,12 +84,13 @@ func TestMalformedFrame(t *testing.T) {
 }
 
 // TestRawFrame has a fake rank 1 write a frame by hand on its lane 1>0 and
-// read rank 0's answer from its lane 0>1, checking the wire layout and the
-// lanes from the outside.
+// read rank 0's answer from its lane 0>1, checking the TCP wire layout and
+// the lanes from the outside (so shared memory is off: the fake peer does
+// not answer its offer).
 func TestRawFrame(t *testing.T) {
 	lns, addrs := listenN(t, 2)
 	secret := secretOf(1)
-	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret})
+	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret, DisableSharedMemory: true})
 	out, in, err := fakePeer(t, addrs[0], secret, 1, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,27 @@
 // and logged at Warn with its remote address and the reason, and formation
 // goes on.
 //
+// # Shared memory between ranks on one host
+//
+// Right after formation, the two ranks of every link whose addresses have
+// the same host part offer each other a ring for their outbound direction:
+// a 4 MiB byte ring in a fresh file under /dev/shm (mode 0600, a random
+// name and a random token in its first page), sent over the link's own
+// authenticated socket. Each side maps the peer's file, checks the token
+// and answers; the creator unlinks its file once the answer arrives, so no
+// file outlives the handshake. When both directions were accepted the
+// link's frames travel through the rings instead of the sockets (same
+// frames, same checks): the sender copies into the ring, the receiver
+// copies out, and a side with nothing to do sleeps in futex(2) on a
+// counter the other side bumps, after busy-polling as a socket Recv would
+// (see below). The sockets stay open and idle as the liveness signal: a
+// peer that exits, crashes or closes its transport closes them, frames it
+// had written are still delivered, and then the link fails with
+// collective.ErrPeerGone. Where /dev/shm is missing or not shared between
+// the two processes, the offer is refused and the link stays on TCP.
+// Config.DisableSharedMemory (gorun --no-shared-memory) keeps every link
+// on TCP.
+//
 // # Framing
 //
 // Each message is one frame: a 24-byte header followed by the payload.

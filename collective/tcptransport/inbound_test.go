@@ -28,50 +28,46 @@ func meshT(t *testing.T, size int, cfg Config) []collective.Transport {
 }
 
 // TestRoundTripDoesNotAllocate echoes small (polled) and large (parked)
-// messages between two ranks and counts heap allocations.
+// messages between two ranks, over TCP and over shared memory, and counts
+// heap allocations. The echo ends on a message whose first byte is 1.
 func TestRoundTripDoesNotAllocate(t *testing.T) {
-	for _, spin := range []time.Duration{time.Hour, -1} {
-		for _, n := range []int{4 << 10, 256 << 10} {
-			m := meshT(t, 2, Config{spin: spin})
-			ctx := context.Background()
-			out, in, echo := make([]byte, n), make([]byte, n), make([]byte, n)
-			tag := collective.Tag{Seq: 1}
-			stop := make(chan struct{})
-			done := make(chan error, 1)
-			go func() {
-				for {
-					if err := m[1].Conn(0).Recv(ctx, tag, echo); err != nil {
-						done <- err
-						return
+	for _, tcp := range []bool{true, false} {
+		for _, spin := range []time.Duration{time.Hour, -1} {
+			for _, n := range []int{4 << 10, 256 << 10} {
+				m := meshT(t, 2, Config{spin: spin, DisableSharedMemory: tcp})
+				ctx := context.Background()
+				out, in, echo := make([]byte, n), make([]byte, n), make([]byte, n)
+				tag := collective.Tag{Seq: 1}
+				done := make(chan error, 1)
+				go func() {
+					for {
+						if err := m[1].Conn(0).Recv(ctx, tag, echo); err != nil {
+							done <- err
+							return
+						}
+						if err := m[1].Conn(0).Send(ctx, tag, echo); err != nil || echo[0] == 1 {
+							done <- err
+							return
+						}
 					}
-					if err := m[1].Conn(0).Send(ctx, tag, echo); err != nil {
-						done <- err
-						return
+				}()
+				allocs := testing.AllocsPerRun(50, func() {
+					if err := m[0].Conn(1).Send(ctx, tag, out); err != nil {
+						t.Fatal(err)
 					}
-					select {
-					case <-stop:
-						done <- nil
-						return
-					default:
+					if err := m[0].Conn(1).Recv(ctx, tag, in); err != nil {
+						t.Fatal(err)
 					}
-				}
-			}()
-			allocs := testing.AllocsPerRun(50, func() {
-				if err := m[0].Conn(1).Send(ctx, tag, out); err != nil {
+				})
+				out[0] = 1
+				m[0].Conn(1).Send(ctx, tag, out)
+				m[0].Conn(1).Recv(ctx, tag, in)
+				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
-				if err := m[0].Conn(1).Recv(ctx, tag, in); err != nil {
-					t.Fatal(err)
+				if allocs != 0 {
+					t.Errorf("tcp only %v, spin %v, %d bytes: %v allocations per round trip, want 0", tcp, spin, n, allocs)
 				}
-			})
-			close(stop)
-			m[0].Conn(1).Send(ctx, tag, out) // let the echo see stop
-			m[0].Conn(1).Recv(ctx, tag, in)
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			if allocs != 0 {
-				t.Errorf("spin %v, %d bytes: %v allocations per round trip, want 0", spin, n, allocs)
 			}
 		}
 	}

@@ -25,7 +25,9 @@ import (
 // more is accepted. ln may be nil for the highest rank, which accepts
 // nothing. If ctx ends first, the error names the ranks that never
 // connected and wraps ctx's error (and collective.ErrTimeout for a
-// deadline). No goroutine started by Connect outlives it.
+// deadline). No goroutine started by Connect outlives it, except one
+// watcher per shared-memory link, which ends by the time the transport's
+// Close returns.
 func Connect(ctx context.Context, ln *Listener, cfg Config) (collective.Transport, error) {
 	cfg, err := cfg.normalize()
 	if err == nil && ln == nil && cfg.Rank < cfg.Size-1 {
@@ -42,7 +44,11 @@ func Connect(ctx context.Context, ln *Listener, cfg Config) (collective.Transpor
 	if err != nil {
 		return nil, err
 	}
-	return newTransport(cfg, socks), nil
+	var shm []*shmLink
+	if !cfg.DisableSharedMemory {
+		shm = offerShm(cfg, socks)
+	}
+	return newTransport(cfg, socks, shm), nil
 }
 
 // formation is the state of one Connect: the sockets claimed so far.

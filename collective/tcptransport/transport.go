@@ -8,7 +8,8 @@ import (
 )
 
 // transport is the collective.Transport of one rank: one conn per peer.
-// It runs no goroutines of its own.
+// Its only goroutines are the watchers of shared-memory links (see
+// conn.watch), which end by the time Close returns.
 type transport struct {
 	rank, size int
 	addrs      []string
@@ -18,11 +19,16 @@ type transport struct {
 
 // newTransport wraps the authenticated sockets of a formed mesh; socks is
 // indexed by peer rank and socks[cfg.Rank] is empty.
-func newTransport(cfg Config, socks []lanes) *transport {
+func newTransport(cfg Config, socks []lanes, shm []*shmLink) *transport {
 	t := &transport{rank: cfg.Rank, size: cfg.Size, addrs: cfg.Addrs, conns: make([]*conn, cfg.Size)}
 	for peer, l := range socks {
 		if l.complete() {
-			t.conns[peer] = newConn(l, cfg.Rank, peer, cfg.Addrs[peer], cfg.readBuf, cfg.spin)
+			c := newConn(l, cfg.Rank, peer, cfg.Addrs[peer], cfg.readBuf, cfg.spin)
+			if shm != nil && shm[peer] != nil {
+				c.shm = shm[peer]
+				go c.watch()
+			}
+			t.conns[peer] = c
 		}
 	}
 	return t
@@ -61,6 +67,11 @@ func (t *transport) Close() error {
 		for _, c := range t.conns {
 			if c != nil {
 				c.fail(c.closedError())
+			}
+		}
+		for _, c := range t.conns {
+			if c != nil && c.shm != nil {
+				<-c.shm.done
 			}
 		}
 	})

@@ -1,0 +1,239 @@
+package tcptransport
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// A ring is one direction of a same-host link in shared memory: a file in
+// /dev/shm mapped by both processes, holding a byte ring that the sender
+// copies frames into and the receiver copies them out of. The two sides
+// meet on four counters in the file's first page; a side with nothing to do
+// sleeps in futex(2) on the other side's counter.
+//
+// Layout (each counter on its own cache line):
+//
+//	0    head      bytes written in all (uint64, the writer's)
+//	64   tail      bytes read in all (uint64, the reader's)
+//	128  wseq      bumped after every publication of head (uint32)
+//	132  rwaiting  1 while the reader sleeps on wseq (uint32)
+//	192  rseq      bumped after every advance of tail (uint32)
+//	196  wwaiting  1 while the writer sleeps on rseq (uint32)
+//	256  token     32 random bytes that prove the peer opened this file
+//	4096 data      ringBytes bytes
+const (
+	offHead, offTail         = 0, 64
+	offWseq, offRwaiting     = 128, 132
+	offRseq, offWwaiting     = 192, 196
+	offToken, tokenSize      = 256, 32
+	ringHeader               = 4096
+	ringBytes                = 4 << 20
+	ringFile                 = ringHeader + ringBytes
+	ringPiece                = 256 << 10 // the writer publishes at least this often
+	ringNap                  = 10 * time.Millisecond
+	futexWait, futexWake int = 0, 1
+)
+
+// shmDir is where rings are created: a tmpfs every process on the host
+// shares.
+var shmDir = "/dev/shm"
+
+type ring struct {
+	mem  []byte
+	data []byte
+	pos  uint64 // head for the writer, tail for the reader; only this side's
+}
+
+func (r *ring) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+func (r *ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+
+// createRing makes a fresh ring file with a random name and token and maps
+// it. The caller unlinks it once the peer has opened it (or refused).
+func createRing() (*ring, string, []byte, error) {
+	var name [16]byte
+	token := make([]byte, tokenSize)
+	rand.Read(name[:])
+	rand.Read(token)
+	path := filepath.Join(shmDir, "gorovod-"+hex.EncodeToString(name[:]))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer f.Close()
+	if err := f.Truncate(ringFile); err != nil {
+		os.Remove(path)
+		return nil, "", nil, err
+	}
+	r, err := mapRing(f)
+	if err != nil {
+		os.Remove(path)
+		return nil, "", nil, err
+	}
+	copy(r.mem[offToken:], token)
+	return r, path, token, nil
+}
+
+// openRing maps the ring file at path and checks that it carries token.
+func openRing(path string, token []byte) (*ring, error) {
+	if filepath.Dir(path) != shmDir || len(token) != tokenSize {
+		return nil, fmt.Errorf("bad ring offer %q", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Size() != ringFile {
+		return nil, fmt.Errorf("ring %s is not %d bytes", path, ringFile)
+	}
+	r, err := mapRing(f)
+	if err != nil {
+		return nil, err
+	}
+	if string(r.mem[offToken:offToken+tokenSize]) != string(token) {
+		r.unmap()
+		return nil, errors.New("ring token mismatch")
+	}
+	return r, nil
+}
+
+func mapRing(f *os.File) (*ring, error) {
+	mem, err := syscall.Mmap(int(f.Fd()), 0, ringFile, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	return &ring{mem: mem, data: mem[ringHeader:]}, nil
+}
+
+func (r *ring) unmap() { _ = syscall.Munmap(r.mem) }
+
+// write copies p into the ring, waiting for space as needed. stop is
+// asked after every sleep (at most ringNap) whether to give up, and its
+// error is returned.
+func (r *ring) write(p []byte, stop func() error) error {
+	for len(p) > 0 {
+		tail := atomic.LoadUint64(r.u64(offTail))
+		free := ringBytes - int(r.pos-tail)
+		if free == 0 {
+			if err := r.sleep(offRseq, offWwaiting, func() bool {
+				return atomic.LoadUint64(r.u64(offTail)) == tail
+			}, stop); err != nil {
+				return err
+			}
+			continue
+		}
+		n := min(free, len(p), ringPiece)
+		at := int(r.pos % ringBytes)
+		k := copy(r.data[at:], p[:n])
+		copy(r.data, p[k:n])
+		r.pos += uint64(n)
+		p = p[n:]
+		atomic.StoreUint64(r.u64(offHead), r.pos)
+		r.signal(offWseq, offRwaiting)
+	}
+	return nil
+}
+
+// errRingGone is read's report that the writer went away and everything
+// it wrote has been read.
+var errRingGone = errors.New("shared-memory peer gone")
+
+// read fills p from the ring, waiting for data as needed (see write).
+// Once gone reports that the writer has gone away, read returns what is
+// left and then errRingGone instead of waiting.
+func (r *ring) read(p []byte, spin time.Duration, gone func() bool, stop func() error) error {
+	polled := spin <= 0
+	for len(p) > 0 {
+		head := atomic.LoadUint64(r.u64(offHead))
+		avail := int(head - r.pos)
+		if avail == 0 && !polled {
+			polled = true
+			if r.poll(offHead, r.pos, spin, gone, stop) {
+				continue
+			}
+		}
+		if avail == 0 {
+			if gone() {
+				if atomic.LoadUint64(r.u64(offHead)) == r.pos {
+					return errRingGone
+				}
+				continue
+			}
+			if err := r.sleep(offWseq, offRwaiting, func() bool {
+				return atomic.LoadUint64(r.u64(offHead)) == head && !gone()
+			}, stop); err != nil {
+				return err
+			}
+			continue
+		}
+		n := min(avail, len(p), ringPiece)
+		at := int(r.pos % ringBytes)
+		k := copy(p[:n], r.data[at:])
+		copy(p[k:n], r.data)
+		r.pos += uint64(n)
+		p = p[n:]
+		atomic.StoreUint64(r.u64(offTail), r.pos)
+		r.signal(offRseq, offWwaiting)
+	}
+	return nil
+}
+
+// poll busy-waits up to spin for the counter at off to move from v, and
+// reports whether it did. It gives up early when the peer has gone or the
+// link has stopped, and yields the processor between looks, so that
+// goroutines of this process that share it still run.
+func (r *ring) poll(off int, v uint64, spin time.Duration, gone func() bool, stop func() error) bool {
+	deadline := time.Now().Add(spin)
+	for i := 0; ; i++ {
+		if atomic.LoadUint64(r.u64(off)) != v {
+			return true
+		}
+		if i%64 == 63 {
+			if time.Now().After(deadline) || gone() || stop() != nil {
+				return false
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// signal bumps the sequence word at seq and wakes the other side if it
+// said it sleeps on it.
+func (r *ring) signal(seq, waiting int) {
+	atomic.AddUint32(r.u32(seq), 1)
+	if atomic.LoadUint32(r.u32(waiting)) != 0 {
+		futex(r.u32(seq), futexWake, 1)
+	}
+}
+
+// sleep waits on the sequence word at seq until the other side bumps it or
+// ringNap passes, unless still() says the wait is already over. The order
+// (read seq, announce, re-check, sleep only if seq is unchanged) means a
+// bump between the check and the sleep is never missed.
+func (r *ring) sleep(seq, waiting int, still func() bool, stop func() error) error {
+	v := atomic.LoadUint32(r.u32(seq))
+	atomic.StoreUint32(r.u32(waiting), 1)
+	if still() {
+		futexTimed(r.u32(seq), v, ringNap)
+	}
+	atomic.StoreUint32(r.u32(waiting), 0)
+	return stop()
+}
+
+func futex(addr *uint32, op, val int) {
+	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), 0, 0, 0)
+}
+
+func futexTimed(addr *uint32, val uint32, d time.Duration) {
+	ts := syscall.NsecToTimespec(d.Nanoseconds())
+	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(futexWait), uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}

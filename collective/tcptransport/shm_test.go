@@ -1,0 +1,197 @@
+package tcptransport
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
+)
+
+// withShmDir points the rings at dir for one test.
+func withShmDir(t *testing.T, dir string) {
+	old := shmDir
+	shmDir = dir
+	t.Cleanup(func() { shmDir = old })
+}
+
+// shmLinks counts the links of tr that run over shared memory.
+func shmLinks(tr collective.Transport) int {
+	n := 0
+	for _, c := range tr.(*transport).conns {
+		if c != nil && c.shm != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestShmUsedOnOneHostAndUnlinked: a mesh of ranks on one host runs every
+// link over shared memory, and no ring file is left in the directory once
+// the mesh has formed (both sides hold a mapping; a crash leaks nothing).
+func TestShmUsedOnOneHostAndUnlinked(t *testing.T) {
+	dir := t.TempDir()
+	withShmDir(t, dir)
+	m := meshT(t, 3, Config{})
+	for r, tr := range m {
+		if n := shmLinks(tr); n != 2 {
+			t.Errorf("rank %d: %d shared-memory links, want 2", r, n)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("%d ring files left in %s", len(left), dir)
+	}
+	exchange(t, m[0], m[2])
+}
+
+// TestShmOffOrUnavailableFallsBackToTCP: with shared memory turned off, or
+// a ring directory that does not exist, links stay on TCP and work.
+func TestShmOffOrUnavailableFallsBackToTCP(t *testing.T) {
+	m := meshT(t, 2, Config{DisableSharedMemory: true})
+	if shmLinks(m[0]) != 0 || shmLinks(m[1]) != 0 {
+		t.Error("shared memory used although turned off")
+	}
+	exchange(t, m[0], m[1])
+
+	withShmDir(t, "/nonexistent/gorovod")
+	m = meshT(t, 2, Config{})
+	if shmLinks(m[0]) != 0 || shmLinks(m[1]) != 0 {
+		t.Error("shared memory used without a ring directory")
+	}
+	exchange(t, m[0], m[1])
+}
+
+// TestShmNotAcrossHosts: peers whose addresses have different host parts
+// (127.0.0.1 and 127.0.0.2, both loopback here) are taken to be on other
+// hosts and talk over TCP.
+func TestShmNotAcrossHosts(t *testing.T) {
+	ln0, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln1, err := Listen("127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 here: %v", err)
+	}
+	addrs := []string{ln0.Addr(), ln1.Addr()}
+	secret := secretOf(7)
+	p0 := start(t, t.Context(), ln0, Config{Rank: 0, Size: 2, Addrs: addrs, Secret: secret})
+	p1 := start(t, t.Context(), ln1, Config{Rank: 1, Size: 2, Addrs: addrs, Secret: secret})
+	a, err := p0.wait(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p1.wait(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shmLinks(a) != 0 || shmLinks(b) != 0 {
+		t.Error("shared memory between different host addresses")
+	}
+	exchange(t, a, b)
+}
+
+// TestShmStreamsAcrossTheRing sends frames from empty to several times the
+// ring's size both ways at once, so that the ring wraps many times and
+// writers wait for readers, and checks every byte and tag.
+func TestShmStreamsAcrossTheRing(t *testing.T) {
+	for _, spin := range []time.Duration{-1, time.Hour} {
+		m := meshT(t, 2, Config{spin: spin})
+		if shmLinks(m[0]) != 1 {
+			t.Fatal("the link is not on shared memory")
+		}
+		sizes := []int{0, 1, 7, headerSize, 4 << 10, ringPiece + 3, ringBytes - 1, ringBytes, ringBytes + 1, 3*ringBytes + 5, 100}
+		payload := func(from, i, n int) []byte {
+			b := make([]byte, n)
+			rng := rand.New(rand.NewPCG(uint64(from), uint64(i)))
+			for j := range b {
+				b[j] = byte(rng.Uint32())
+			}
+			return b
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for from := range 2 {
+			to := 1 - from
+			wg.Go(func() {
+				for i, n := range sizes {
+					if err := m[from].Conn(to).Send(t.Context(), collective.Tag{Seq: uint64(i), Step: uint32(from)}, payload(from, i, n)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+			wg.Go(func() {
+				for i, n := range sizes {
+					got := make([]byte, n)
+					if err := m[to].Conn(from).Recv(t.Context(), collective.Tag{Seq: uint64(i), Step: uint32(from)}, got); err != nil {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(got, payload(from, i, n)) {
+						errs <- errors.New("payload differs")
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("spin %v: %v", spin, err)
+		}
+	}
+}
+
+// TestShmDeliversBeforePeerGone: frames a peer wrote before it closed its
+// transport are still received, as over TCP; only then does Recv report
+// the peer gone, and a later Send fails too.
+func TestShmDeliversBeforePeerGone(t *testing.T) {
+	m := meshT(t, 2, Config{})
+	for i := range 3 {
+		if err := m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: uint64(i)}, []byte{byte(i), 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m[0].Close()
+	time.Sleep(20 * time.Millisecond) // let rank 1's watcher see the close
+	for i := range 3 {
+		got := make([]byte, 3)
+		if err := m[1].Conn(0).Recv(t.Context(), collective.Tag{Seq: uint64(i)}, got); err != nil || got[0] != byte(i) {
+			t.Fatalf("frame %d: %v, %v", i, got, err)
+		}
+	}
+	err := m[1].Conn(0).Recv(t.Context(), collective.Tag{Seq: 3}, make([]byte, 3))
+	if !errors.Is(err, collective.ErrPeerGone) {
+		t.Fatalf("Recv past the last frame: %v, want ErrPeerGone", err)
+	}
+	if err := m[1].Conn(0).Send(t.Context(), collective.Tag{Seq: 3}, nil); !errors.Is(err, collective.ErrPeerGone) {
+		t.Errorf("Send after the peer went: %v, want ErrPeerGone", err)
+	}
+}
+
+// TestShmSenderBlockedByFullRingEndsWhenPeerGoes: a Send waiting for room
+// in a full ring ends with ErrPeerGone when the reader closes.
+func TestShmSenderBlockedByFullRingEndsWhenPeerGoes(t *testing.T) {
+	m := meshT(t, 2, Config{})
+	done := make(chan error, 1)
+	go func() { done <- m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*ringBytes)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Send of twice the ring with no reader returned %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	m[1].Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, collective.ErrPeerGone) {
+			t.Errorf("err = %v, want ErrPeerGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Send still blocked 5s after the peer closed")
+	}
+}
