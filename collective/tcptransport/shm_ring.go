@@ -69,7 +69,10 @@ func createRing() (*ring, string, []byte, error) {
 		return nil, "", nil, err
 	}
 	defer f.Close()
-	if err := f.Truncate(ringFile); err != nil {
+	// Reserve the pages now: a tmpfs that runs out of room later (a
+	// container's small /dev/shm) would kill the process with SIGBUS on a
+	// write, where a failure here only keeps the link on TCP.
+	if err := syscall.Fallocate(int(f.Fd()), 0, 0, ringFile); err != nil {
 		os.Remove(path)
 		return nil, "", nil, err
 	}
