@@ -153,14 +153,14 @@ var errRingGone = errors.New("shared-memory peer gone")
 // read fills p from the ring, waiting for data as needed (see write).
 // Once gone reports that the writer has gone away, read returns what is
 // left and then errRingGone instead of waiting.
-func (r *ring) read(p []byte, spin time.Duration, gone func() bool, stop func() error) error {
+func (r *ring) read(p []byte, spin time.Duration, yield bool, gone func() bool, stop func() error) error {
 	polled := spin <= 0
 	for len(p) > 0 {
 		head := atomic.LoadUint64(r.u64(offHead))
 		avail := int(head - r.pos)
 		if avail == 0 && !polled {
 			polled = true
-			if r.poll(offHead, r.pos, spin, gone, stop) {
+			if r.poll(offHead, r.pos, spin, yield, gone, stop) {
 				continue
 			}
 		}
@@ -194,13 +194,21 @@ func (r *ring) read(p []byte, spin time.Duration, gone func() bool, stop func() 
 // reports whether it did. It gives up early when the peer has gone or the
 // link has stopped, and yields the processor between looks, so that
 // goroutines of this process that share it still run.
-func (r *ring) poll(off int, v uint64, spin time.Duration, gone func() bool, stop func() error) bool {
+//
+// With yield it gives the processor to other processes between looks
+// (sched_yield(2)) rather than only to this process's goroutines: for
+// ranks that outnumber the processors, where the peer that will write may
+// be waiting for this very processor.
+func (r *ring) poll(off int, v uint64, spin time.Duration, yield bool, gone func() bool, stop func() error) bool {
 	deadline := time.Now().Add(spin)
 	for i := 0; ; i++ {
 		if atomic.LoadUint64(r.u64(off)) != v {
 			return true
 		}
-		if i%64 == 63 {
+		if yield {
+			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+		if yield || i%64 == 63 {
 			if time.Now().After(deadline) || gone() || stop() != nil {
 				return false
 			}
