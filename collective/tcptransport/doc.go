@@ -48,8 +48,8 @@
 // link's frames travel through the rings instead of the sockets (same
 // frames, same checks): the sender copies into the ring, the receiver
 // copies out, and a side with nothing to do sleeps in futex(2) on a
-// counter the other side bumps, after busy-polling as a socket Recv would
-// (see below). The sockets stay open and idle as the liveness signal: a
+// counter the other side bumps, after polling for a while (busy when the
+// host has a processor per rank, else yielding to other processes). The sockets stay open and idle as the liveness signal: a
 // peer that exits, crashes or closes its transport closes them, frames it
 // had written are still delivered, and then the link fails with
 // collective.ErrPeerGone. Where /dev/shm is missing or not shared between
