@@ -9,11 +9,12 @@ import (
 
 // Defaults for Options. DefaultSegmentBytes: on the 2-CPU test VM, ranks in
 // separate processes over loopback TCP (examples/allreduce_bench
-// -segment, two sweeps) reached a bus bandwidth at 64 MiB of 3.48-3.70
-// GB/s with 1 MiB segments against 2.98-3.34 with 256 KiB at n=2, and
-// 1.75-1.79 against 1.55-1.65 at n=4; 16 MiB gained at both, 4 MiB at
-// n=4 only, and 256 KiB and 1 MiB buffers were within the noise. Fewer, larger messages mean
-// fewer wake-ups of the sending, receiving and reducing goroutines.
+// -segment, two sweeps, before same-host links moved to shared memory)
+// reached a bus bandwidth at 64 MiB of 3.48-3.70 GB/s with 1 MiB segments
+// against 2.98-3.34 with 256 KiB at n=2, and 1.75-1.79 against 1.55-1.65
+// at n=4; 16 MiB gained at both, 4 MiB at n=4 only, and 256 KiB and 1 MiB
+// buffers were within the noise. Fewer, larger messages mean fewer
+// wake-ups of the sending, receiving and reducing goroutines.
 const (
 	DefaultSegmentBytes = 1 << 20
 	DefaultInlineBytes  = 32 << 10

@@ -8,11 +8,12 @@ import (
 )
 
 // GradReady tells the optimizer that the named parameters' gradients of
-// the current backward pass are final in their Grad (Grad32). On the last pass of a
-// step it starts their all-reduce at once (on earlier passes it adds them
-// to the step's local sum). The gradient may be overwritten as soon as GradReady
-// returns: the optimizer works on its own copy. GradReady is safe for
-// concurrent use; ranks may report in different orders.
+// the current backward pass are final in their Grad (Grad32). On the last
+// pass of a step it starts their all-reduce at once (on earlier passes it
+// adds them to the step's local sum). The gradient may be overwritten as
+// soon as GradReady returns: the optimizer works on its own copy.
+// GradReady is safe for concurrent use; ranks may report in different
+// orders.
 func (o *DistOptimizer) GradReady(names ...string) error {
 	for _, name := range names {
 		if err := o.report(name); err != nil {
@@ -76,8 +77,8 @@ func (o *DistOptimizer) claim(name string) (*gradSync, bool, error) {
 // Step ends a backward pass. On the last pass of a step (every pass, unless
 // BackwardPassesPerStep > 1) it all-reduces the gradients not yet reported,
 // waits for every all-reduce, writes the averaged gradients into the
-// parameters' Grad (Grad32) and runs the wrapped optimizer's Step. On other passes
-// it only keeps the gradients for later. Call Step only after every
+// parameters' Grad (Grad32) and runs the wrapped optimizer's Step. On other
+// passes it only keeps the gradients for later. Call Step only after every
 // GradReady call of the pass has returned.
 func (o *DistOptimizer) Step(ctx context.Context) error {
 	if !o.isSynced() {
@@ -93,8 +94,9 @@ func (o *DistOptimizer) Step(ctx context.Context) error {
 }
 
 // Synchronize finishes the last backward pass of a step without updating:
-// the averaged gradients are in the parameters' Grad (Grad32) afterwards, to be read
-// or clipped before Step, which then does not synchronize again.
+// the averaged gradients are in the parameters' Grad (Grad32) afterwards,
+// to be read or clipped before Step, which then does not synchronize
+// again.
 func (o *DistOptimizer) Synchronize(ctx context.Context) error {
 	o.mu.Lock()
 	last := o.pass == o.opts.BackwardPassesPerStep-1

@@ -80,32 +80,22 @@ func ExampleDistributedOptimizer_fourRanks() {
 }
 
 // A float32 model: its gradients are all-reduced as float32, with no
-// conversion, and the optimizer writes float32 values back.
+// conversion, and the optimizer writes float32 values back. (Alone, as
+// here, the job has one rank; under gorun the gradients are averaged.)
 func ExampleNewParam32() {
-	const n = 2
-	net := memtransport.NewNetwork(n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			env := runner.DefaultWorkerEnv()
-			env.Rank, env.Size, env.LocalRank, env.LocalSize = r, n, r, n
-			rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: net.Transport(r)})
-			if err != nil {
-				panic(err)
-			}
-			defer rt.Shutdown()
-			w := hvd.NewParam32("conv1/w", 2)
-			sgd, _ := hvd.NewSGD([]*hvd.Param{w}, hvd.SGDConfig{LR: 0.5})
-			opt, _ := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
-			w.Grad32[0], w.Grad32[1] = float32(r), 1 // means 0.5 and 1
-			if err := opt.Step(context.Background()); err != nil {
-				panic(err)
-			}
-			if r == 0 {
-				fmt.Println(w.DType(), w.Value32)
-			}
-		})
+	ctx := context.Background()
+	if err := hvd.Init(ctx); err != nil {
+		panic(err)
 	}
-	wg.Wait()
+	defer hvd.Shutdown()
+
+	w := hvd.NewParam32("conv1/w", 2)
+	sgd, _ := hvd.NewSGD([]*hvd.Param{w}, hvd.SGDConfig{LR: 0.5})
+	opt, _ := hvd.DistributedOptimizer(sgd, nil, hvd.DistributedOptions{})
+	w.Grad32[0], w.Grad32[1] = 0.5, 1
+	if err := opt.Step(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(w.DType(), w.Value32)
 	// Output: float32 [-0.25 -0.5]
 }

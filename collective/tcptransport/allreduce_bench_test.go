@@ -13,9 +13,10 @@ import (
 )
 
 // BenchmarkAllreduce runs the ring all-reduce of the collective package
-// over in-process meshes of 2 and 4 ranks: as shipped, with busy-polling
-// forced off or on, and with the host's congestion control on loopback
-// instead of Reno (see sameHostCongestion). Besides the time, it reports
+// over in-process meshes of 2 and 4 ranks: as shipped (shared memory),
+// with busy-polling forced off or on, over TCP, and over TCP with the
+// host's congestion control on loopback instead of Reno (see
+// sameHostCongestion). Besides the time, it reports
 // the processor time a call costs (user and system, all ranks together):
 // on a shared machine that figure moves far less than the time does.
 //
@@ -27,7 +28,8 @@ func BenchmarkAllreduce(b *testing.B) {
 				{"default", Config{}},
 				{"spin=off", Config{spin: -1}},
 				{"spin=on", Config{spin: spinBudget}},
-				{"cc=host", Config{congestion: "-"}},
+				{"tcp", Config{DisableSharedMemory: true}},
+				{"tcp/cc=host", Config{DisableSharedMemory: true, congestion: "-"}},
 			} {
 				b.Run(fmt.Sprintf("n%d/%dKiB/%s", n, size>>10, v.name), func(b *testing.B) {
 					allreduce(b, n, size, v.cfg)

@@ -3,7 +3,6 @@ package tcptransport
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -204,8 +203,8 @@ func (c *conn) shmSend(ctx context.Context, tag collective.Tag, p []byte) error 
 	l := c.shm
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if !l.mapped {
-		return c.linkErr(nil)
+	if !l.mapped { // unmapped only after the link failed
+		return c.failed.Load().err
 	}
 	putHeader(&c.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
 	if err := l.out.write(c.whdr[:], c.sendStopped); err != nil {
@@ -225,8 +224,8 @@ func (c *conn) shmRecv(ctx context.Context, tag collective.Tag, p []byte) error 
 	l := c.shm
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if !l.mapped {
-		return c.linkErr(nil)
+	if !l.mapped { // unmapped only after the link failed
+		return c.failed.Load().err
 	}
 	if err := c.shmRead(c.rhdr[:]); err != nil {
 		return err
@@ -287,15 +286,4 @@ func (c *conn) sendStopped() error {
 		return c.ioFail(opSend, io.ErrClosedPipe)
 	}
 	return nil
-}
-
-// linkErr is err, or the link's failure when the rings are gone.
-func (c *conn) linkErr(err error) error {
-	if err != nil {
-		return err
-	}
-	if f := c.failed.Load(); f != nil {
-		return f.err
-	}
-	return fmt.Errorf("%s: %w", c.where(opLink), collective.ErrClosed)
 }

@@ -158,23 +158,21 @@ func (r *ring) read(p []byte, spin time.Duration, yield bool, gone func() bool, 
 	for len(p) > 0 {
 		head := atomic.LoadUint64(r.u64(offHead))
 		avail := int(head - r.pos)
-		if avail == 0 && !polled {
-			polled = true
-			if r.poll(offHead, r.pos, spin, yield, gone, stop) {
-				continue
-			}
-		}
 		if avail == 0 {
-			if gone() {
+			switch {
+			case !polled:
+				polled = true
+				r.poll(offHead, r.pos, spin, yield, gone, stop)
+			case gone():
 				if atomic.LoadUint64(r.u64(offHead)) == r.pos {
 					return errRingGone
 				}
-				continue
-			}
-			if err := r.sleep(offWseq, offRwaiting, func() bool {
-				return atomic.LoadUint64(r.u64(offHead)) == head && !gone()
-			}, stop); err != nil {
-				return err
+			default:
+				if err := r.sleep(offWseq, offRwaiting, func() bool {
+					return atomic.LoadUint64(r.u64(offHead)) == head && !gone()
+				}, stop); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -190,27 +188,23 @@ func (r *ring) read(p []byte, spin time.Duration, yield bool, gone func() bool, 
 	return nil
 }
 
-// poll busy-waits up to spin for the counter at off to move from v, and
-// reports whether it did. It gives up early when the peer has gone or the
-// link has stopped, and yields the processor between looks, so that
-// goroutines of this process that share it still run.
-//
-// With yield it gives the processor to other processes between looks
-// (sched_yield(2)) rather than only to this process's goroutines: for
-// ranks that outnumber the processors, where the peer that will write may
-// be waiting for this very processor.
-func (r *ring) poll(off int, v uint64, spin time.Duration, yield bool, gone func() bool, stop func() error) bool {
+// poll busy-waits up to spin for the counter at off to move from v. It
+// gives up early when the peer has gone or the link has stopped. Between
+// looks it lets this process's other goroutines run, and with yield also
+// other processes (sched_yield(2)): where ranks outnumber the processors
+// the peer that will write may be waiting for this very one.
+func (r *ring) poll(off int, v uint64, spin time.Duration, yield bool, gone func() bool, stop func() error) {
 	deadline := time.Now().Add(spin)
 	for i := 0; ; i++ {
 		if atomic.LoadUint64(r.u64(off)) != v {
-			return true
+			return
 		}
 		if yield {
 			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 		if yield || i%64 == 63 {
 			if time.Now().After(deadline) || gone() || stop() != nil {
-				return false
+				return
 			}
 			runtime.Gosched()
 		}

@@ -158,7 +158,14 @@ func TestShmDeliversBeforePeerGone(t *testing.T) {
 		}
 	}
 	m[0].Close()
-	time.Sleep(20 * time.Millisecond) // let rank 1's watcher see the close
+	// Read only once rank 1's watcher has seen the close, so that the
+	// frames are drained from a ring whose writer is known to be gone.
+	l := m[1].(*transport).conns[0].shm
+	for deadline := time.Now().Add(5 * time.Second); !l.gone.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rank 1 did not notice rank 0's close within 5s")
+		}
+	}
 	for i := range 3 {
 		got := make([]byte, 3)
 		if err := m[1].Conn(0).Recv(t.Context(), collective.Tag{Seq: uint64(i)}, got); err != nil || got[0] != byte(i) {
