@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport"
@@ -13,72 +14,135 @@ import (
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
-// connect registers this rank's data-plane address with the launcher's
-// rendezvous, waits for the peer table and forms the TCP mesh, all within
-// the start timeout.
-func connect(ctx context.Context, env runner.WorkerEnv, log *slog.Logger) (collective.Transport, *rendezvous.Client, error) {
+// connect registers this rank's data-plane address with the job's
+// rendezvous (gorun's, or rank 0's under another launcher), waits for the
+// peer table and forms the TCP mesh, all within the start timeout. It
+// returns env with the local and cross ranks filled in where the plan
+// derives them from the peer table.
+func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logger) (collective.Transport, *rendezvous.Client, runner.WorkerEnv, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.StartTimeout)
 	defer cancel()
 	where := fmt.Sprintf("hvd: rank %d on %s", env.Rank, env.Hostname)
+	if plan.Launcher != runner.LauncherGorun && plan.Launcher != "" {
+		where += " (" + plan.Launcher + ")"
+	}
 	rdv, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret, rendezvous.WithLogger(log))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: joining the launcher at %s: %w", where, env.RendezvousAddr, err)
+		return nil, nil, env, fmt.Errorf("%s: joining the rendezvous at %s: %w", where, env.RendezvousAddr, err)
 	}
-	tr, err := mesh(ctx, env, rdv, log)
+	tr, env, err := mesh(ctx, env, plan, rdv, log)
 	if err != nil {
 		rdv.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("%s: the job did not start within %v: %w", where, env.StartTimeout, err)
+			return nil, nil, env, fmt.Errorf("%s: the job did not start within %v: %w", where, env.StartTimeout, err)
 		}
-		return nil, nil, fmt.Errorf("%s: %w", where, err)
+		return nil, nil, env, fmt.Errorf("%s: %w", where, err)
 	}
-	return tr, rdv, nil
+	return tr, rdv, env, nil
 }
 
-func mesh(ctx context.Context, env runner.WorkerEnv, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, error) {
-	host, err := bindHost(env)
+func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, runner.WorkerEnv, error) {
+	host, err := bindHost(env, plan.RouteHints)
 	if err != nil {
-		return nil, err
+		return nil, env, err
 	}
 	ln, err := tcptransport.Listen(net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, err
+		return nil, env, err
 	}
 	if err := rdv.Register(ctx, env.Rank, env.Hostname, ln.Addr()); err != nil {
 		ln.Close()
-		return nil, err
+		return nil, env, err
 	}
 	peers, err := rdv.PeerTable(ctx)
 	if err != nil {
 		ln.Close()
-		return nil, err
+		return nil, env, err
 	}
 	addrs := make([]string, env.Size)
+	hostOf := make([]string, env.Size)
 	for _, p := range peers {
-		addrs[p.Rank] = p.Addr
+		addrs[p.Rank], hostOf[p.Rank] = p.Addr, p.Host
 	}
-	return tcptransport.Connect(ctx, ln, tcptransport.Config{
+	if plan.DeriveTopology {
+		s := runner.SlotsOf(hostOf)[env.Rank]
+		env.LocalRank, env.LocalSize, env.CrossRank, env.CrossSize = s.LocalRank, s.LocalSize, s.CrossRank, s.CrossSize
+	}
+	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
 		DisableSharedMemory: env.NoSharedMemory,
 	})
+	return tr, env, err
 }
 
 // bindHost picks the address the data plane listens on: GOROVOD_BIND_ADDR
 // as an address or a network interface name, else the local address this
-// host uses to reach the launcher (so peers can reach it the same way).
-func bindHost(env runner.WorkerEnv) (string, error) {
+// host uses to reach the rendezvous (so peers can reach it the same way).
+// A loopback route to a rendezvous that is not named as loopback means
+// that it runs on this host (as under Slurm, where rank 0 serves it and a
+// host name may resolve to 127.0.1.1): then the route to another host of
+// the job, else the first address of an interface that is up.
+func bindHost(env runner.WorkerEnv, hints []string) (string, error) {
 	if b := env.BindAddr; b != "" {
 		if ifc, err := net.InterfaceByName(b); err == nil {
 			return interfaceAddr(ifc)
 		}
 		return b, nil
 	}
-	c, err := net.Dial("udp", env.RendezvousAddr) // sends nothing: only picks a route
+	ip, err := routeTo(env.RendezvousAddr)
 	if err != nil {
-		return "", fmt.Errorf("finding a route to the launcher at %s: %w", env.RendezvousAddr, err)
+		return "", fmt.Errorf("finding a route to the rendezvous at %s: %w", env.RendezvousAddr, err)
+	}
+	rdvHost, _, _ := net.SplitHostPort(env.RendezvousAddr)
+	if !ip.IsLoopback() || isLoopbackName(rdvHost) || env.LocalSize == env.Size {
+		return ip.String(), nil
+	}
+	for _, h := range hints {
+		if hip, err := routeTo(net.JoinHostPort(h, "1")); err == nil && !hip.IsLoopback() {
+			return hip.String(), nil
+		}
+	}
+	if a, ok := firstUpAddr(); ok {
+		return a, nil
+	}
+	return ip.String(), nil
+}
+
+// routeTo returns the local address of the route to addr (host:port).
+func routeTo(addr string) (netip.Addr, error) {
+	c, err := net.Dial("udp", addr) // sends nothing: only picks a route
+	if err != nil {
+		return netip.Addr{}, err
 	}
 	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+// isLoopbackName reports whether host names this machine's loopback.
+func isLoopbackName(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// firstUpAddr returns the first IPv4 address of an interface that is up
+// and not loopback.
+func firstUpAddr() (string, bool) {
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		return "", false
+	}
+	for _, ifc := range ifcs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		if a, err := interfaceAddr(&ifc); err == nil {
+			return a, true
+		}
+	}
+	return "", false
 }
 
 func interfaceAddr(ifc *net.Interface) (string, error) {

@@ -17,26 +17,42 @@ var (
 	defaultRT *Runtime
 )
 
-// Init joins the job that gorun started, reading the GOROVOD_* environment
-// (without it, this process is a single rank of size 1). It returns once
-// every rank is connected, or with an error naming the ranks and hosts that
-// never showed up within the start timeout. Calling Init again is a no-op.
+// Init joins the job that started this process and returns once every rank
+// is connected, or with an error naming the ranks and hosts that never
+// showed up within the start timeout. It reads the GOROVOD_* environment
+// that gorun writes and, without it, the variables of the launcher that
+// started the process (a Slurm step, Open MPI's mpirun, MPICH's mpiexec,
+// torchrun-style RANK/WORLD_SIZE/MASTER_ADDR, or a GOROVOD_CLUSTER spec;
+// see runner.Detect): then rank 0 serves the rendezvous itself. With
+// none of them this process is a single rank of size 1; a launcher that
+// says the job is larger but cannot be joined is an error, never a job of
+// one rank. Rank 0 logs the launcher it found. Calling Init again is a
+// no-op.
 func Init(ctx context.Context) error {
 	defaultMu.Lock()
 	defer defaultMu.Unlock()
 	if defaultRT != nil {
 		return nil
 	}
-	env, _, err := runner.FromEnviron(os.Getenv)
+	env, plan, err := runner.Detect(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("hvd: reading the launcher's environment: %w", err)
 	}
-	rt, err := NewRuntime(ctx, Config{Env: env})
+	rt, err := NewRuntime(ctx, Config{Env: env, Plan: plan})
 	if err != nil {
 		return err
 	}
 	defaultRT = rt
 	return nil
+}
+
+// Launcher names what started the job (see Runtime.Launcher), or "" before
+// Init and for a job of one rank that no launcher started.
+func Launcher() string {
+	if rt := Default(); rt != nil {
+		return rt.Launcher()
+	}
+	return ""
 }
 
 // Shutdown shuts the default runtime down; see Runtime.Shutdown. Init may

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/gorovod/gorovod/collective"
@@ -27,6 +28,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Comm tunes the collective communicator.
 	Comm collective.Options
+	// Plan says how to join a job that gorun did not start (runner.Detect
+	// makes it with Env): which launcher, whether this rank serves the
+	// rendezvous, and what to work out from the peer table. The zero value
+	// joins gorun's rendezvous as Env says.
+	Plan runner.JoinPlan
 }
 
 // Runtime is one rank's view of a job: its place in the job and the
@@ -40,7 +46,8 @@ type Runtime struct {
 	comm     *collective.Comm
 	engine   *collective.Engine
 	timeline *os.File           // rank 0's timeline file, or nil
-	rdv      *rendezvous.Client // nil without a launcher
+	rdv      *rendezvous.Client // gorun's rendezvous; nil without gorun
+	launcher string             // what started the job (runner.Launcher*)
 
 	stop context.CancelFunc // ends the launcher watch
 	dev  deviceState        // the GPU context and staging buffers, opened on first use
@@ -63,16 +70,17 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		log = slog.Default()
 	}
 	log = log.With("rank", env.Rank)
-	r := &Runtime{env: env, log: log}
+	r := &Runtime{env: env, log: log, launcher: cfg.Plan.Launcher}
 	tr := cfg.Transport
 	if tr == nil && env.Size == 1 {
 		tr = memtransport.NewNetwork(1).Transport(0)
 	}
 	if tr == nil {
 		var err error
-		if tr, r.rdv, err = connect(ctx, env, log); err != nil {
+		if tr, err = r.join(ctx, cfg.Plan); err != nil {
 			return nil, err
 		}
+		env = r.env
 	}
 	if tr.Rank() != env.Rank || tr.Size() != env.Size {
 		tr.Close()
@@ -89,7 +97,51 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r.engine = collective.NewEngine(r.comm, ecfg)
 	r.watchLauncher()
+	r.logJoin(cfg.Plan)
 	return r, nil
+}
+
+// logJoin has rank 0 say once which launcher started the job (at debug
+// level under gorun, which speaks for itself) and log the plan's warnings.
+func (r *Runtime) logJoin(plan runner.JoinPlan) {
+	if r.env.Rank != 0 || plan.Launcher == "" {
+		return
+	}
+	level := slog.LevelInfo
+	if plan.Launcher == runner.LauncherGorun {
+		level = slog.LevelDebug
+	}
+	r.log.Log(context.Background(), level, "hvd: joined the job", "launcher", plan.Launcher,
+		"size", r.env.Size, "rendezvous", r.env.RendezvousAddr, "vars", strings.Join(plan.Vars, " "))
+	for _, note := range plan.Notes {
+		r.log.Warn("hvd: " + note)
+	}
+}
+
+// join connects this rank to the others. Under gorun it keeps the
+// rendezvous client to watch the launcher. Under another launcher rank 0
+// serves the rendezvous only until the mesh is formed (by then every rank
+// has read the peer table) and nobody keeps a client: a lost rank shows on
+// the data plane, and the launcher itself stops the rest.
+func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Transport, error) {
+	if plan.ServeAddr != "" {
+		srv, err := serveRendezvous(r.env, plan, r.log)
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Stop()
+	}
+	tr, rdv, env, err := connect(ctx, r.env, plan, r.log)
+	if err != nil {
+		return nil, err
+	}
+	r.env = env
+	if plan.Launcher == runner.LauncherGorun || plan.Launcher == "" {
+		r.rdv = rdv
+	} else {
+		rdv.Close()
+	}
+	return tr, nil
 }
 
 // engineConfig builds the engine's configuration from the environment's
@@ -121,6 +173,11 @@ func (r *Runtime) watchLauncher() {
 		})
 	}
 }
+
+// Launcher names what started the job: runner.LauncherGorun, LauncherSlurm,
+// LauncherOpenMPI, LauncherMPICH, LauncherTorchrun, LauncherCluster, or ""
+// for a job of one rank that no launcher started.
+func (r *Runtime) Launcher() string { return r.launcher }
 
 // Rank is this process's rank in [0, Size).
 func (r *Runtime) Rank() int { return r.env.Rank }

@@ -24,6 +24,12 @@ func (c Config) listenAddr() (string, error) {
 			return "", err
 		}
 		return net.JoinHostPort(ip.String(), "0"), nil
+	case c.Launcher == SpawnSrun:
+		ip, err := routeToHosts(c.hosts())
+		if err != nil {
+			return "", err
+		}
+		return net.JoinHostPort(ip.String(), "0"), nil
 	default:
 		return "127.0.0.1:0", nil
 	}
@@ -58,4 +64,38 @@ func interfaceAddr(name string) (netip.Addr, error) {
 		return v6, nil
 	}
 	return netip.Addr{}, fmt.Errorf("%w: network interface %q has no address other hosts can dial", ErrConfig, name)
+}
+
+// routeToHosts returns the address this machine uses to reach the first of
+// hosts that is not this machine; where every host is this machine (or the
+// route is loopback), the first address of an interface that is up. It is
+// the rendezvous address of srun-launched ranks, which run on the nodes of
+// an allocation that gorun may or may not be part of.
+func routeToHosts(hosts []Host) (netip.Addr, error) {
+	for _, h := range hosts {
+		if IsLocalHost(h.Name) {
+			continue
+		}
+		c, err := net.Dial("udp", net.JoinHostPort(h.Name, "1")) // sends nothing
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("%w: finding the route to node %s: %w (give --bind-addr)", ErrConfig, h.Name, err)
+		}
+		ip := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+		c.Close()
+		if !ip.IsLoopback() {
+			return ip, nil
+		}
+		break
+	}
+	ifcs, err := net.Interfaces()
+	if err == nil {
+		for _, ifc := range ifcs {
+			if ifc.Flags&net.FlagUp != 0 && ifc.Flags&net.FlagLoopback == 0 {
+				if ip, err := interfaceAddr(ifc.Name); err == nil {
+					return ip, nil
+				}
+			}
+		}
+	}
+	return netip.MustParseAddr("127.0.0.1"), nil
 }

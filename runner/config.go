@@ -83,8 +83,13 @@ type Config struct {
 	// Logger receives gorun's own logs. Nil means text on Stderr, at info
 	// level when Verbose and warn level otherwise.
 	Logger *slog.Logger
-	// SpawnerFor picks the spawner for the ranks of host. Nil means a
-	// LocalSpawner for local hosts (see IsLocalHost) and ssh for the others.
+	// Launcher says how ranks are started: SpawnAuto ("": local hosts
+	// locally, others over ssh), SpawnLocal, SpawnSSH (every host, this one
+	// too) or SpawnSrun (every rank as a step of the Slurm allocation gorun
+	// runs in; see SlurmAllocation for its hosts).
+	Launcher string
+	// SpawnerFor picks the spawner for the ranks of host, overriding
+	// Launcher. Nil means the spawners that Launcher names.
 	SpawnerFor func(host string) Spawner
 }
 
@@ -126,12 +131,29 @@ func (c Config) Validate() error {
 	check(c.GracePeriod >= 0, "grace period %v is negative", c.GracePeriod)
 	check(c.SSHPort >= 0 && c.SSHPort < 1<<16, "ssh port %d is not in 0..65535", c.SSHPort)
 	check(c.SSHConnectTimeout >= 0, "ssh connect timeout %v is negative", c.SSHConnectTimeout)
+	errs = append(errs, c.checkLauncher())
 	for _, kv := range c.ForwardEnv {
 		errs = append(errs, checkForward(kv))
 	}
 	errs = append(errs, c.checkAddrs())
 	errs = append(errs, c.jobEnv().Validate())
 	return errors.Join(errs...)
+}
+
+// checkLauncher checks Launcher, and that SpawnLocal names no remote host.
+func (c Config) checkLauncher() error {
+	switch c.Launcher {
+	case SpawnAuto, SpawnSSH, SpawnSrun:
+	case SpawnLocal:
+		for _, h := range c.hosts() {
+			if !IsLocalHost(h.Name) {
+				return fmt.Errorf("%w: launcher local cannot start ranks on host %s", ErrConfig, h.Name)
+			}
+		}
+	default:
+		return fmt.Errorf("%w: launcher %q: want local, ssh or srun", ErrConfig, clip(c.Launcher, maxQuoted))
+	}
+	return nil
 }
 
 // checkForward checks one -x entry: "NAME" or "NAME=value", NAME not a
@@ -160,8 +182,8 @@ func (c Config) checkAddrs() error {
 		}
 		return nil
 	}
-	if c.NetworkInterface != "" {
-		return nil
+	if c.NetworkInterface != "" || c.Launcher == SpawnSrun {
+		return nil // srun: the address of the route to the nodes
 	}
 	for _, h := range c.hosts() {
 		if !IsLocalHost(h.Name) {

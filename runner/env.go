@@ -39,6 +39,15 @@ const (
 	EnvSharedMemory      = "GOROVOD_SHARED_MEMORY"       // 1 or 0: same-host links in shared memory
 )
 
+// Variables that gorun never writes, read by Detect when another launcher
+// (Slurm, mpirun, torchrun, a cluster spec) started the process.
+const (
+	EnvSecretFile     = "GOROVOD_SECRET_FILE"     // file holding the job secret (64 hex digits), mode 0600 or stricter
+	EnvRendezvousPort = "GOROVOD_RENDEZVOUS_PORT" // port rank 0 serves the rendezvous on
+	EnvCluster        = "GOROVOD_CLUSTER"         // cluster spec: JSON, or @file
+	EnvClusterIndex   = "GOROVOD_CLUSTER_INDEX"   // this process's index (rank) in the cluster spec
+)
+
 // Defaults of the tuning knobs (see DefaultWorkerEnv).
 const (
 	DefaultStartTimeout    = 30 * time.Second

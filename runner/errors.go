@@ -27,6 +27,12 @@ var (
 	// ErrConfig reports a Config that breaks one of its invariants (see
 	// Config.Validate), or a rendezvous address that cannot be worked out.
 	ErrConfig = errors.New("runner: bad configuration")
+	// ErrLauncher reports a process whose launcher (Slurm, mpirun, torchrun,
+	// a cluster spec) says it belongs to a job of several ranks that it
+	// cannot join: a variable missing or malformed, no way to find rank 0,
+	// or an unusable secret. The message names the launcher and the
+	// variables it read.
+	ErrLauncher = errors.New("runner: cannot join the launcher's job")
 	// ErrInterrupted reports a job that Launch stopped because its context
 	// ended (gorun received SIGINT or SIGTERM).
 	ErrInterrupted = errors.New("runner: interrupted")

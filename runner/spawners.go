@@ -20,15 +20,21 @@ func IsLocalHost(host string) bool {
 	return err == nil && strings.EqualFold(host, name)
 }
 
-// spawnerFor returns c.SpawnerFor, or the default: a LocalSpawner for local
-// hosts and one remote (ssh) spawner, made on first use, for the others.
+// spawnerFor returns c.SpawnerFor, or the spawners of c.Launcher: by
+// default a LocalSpawner for local hosts and one remote (ssh) spawner,
+// made on first use, for the others.
 func (c Config) spawnerFor() func(host string) Spawner {
 	if c.SpawnerFor != nil {
 		return c.SpawnerFor
 	}
 	remote := sync.OnceValue(func() Spawner { return newRemoteSpawner(c) })
 	return func(host string) Spawner {
-		if IsLocalHost(host) {
+		switch {
+		case c.Launcher == SpawnSrun:
+			return SrunSpawner{}
+		case c.Launcher == SpawnSSH:
+			return remote()
+		case c.Launcher == SpawnLocal || IsLocalHost(host):
 			return LocalSpawner{}
 		}
 		return remote()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -33,6 +34,14 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	hosts, err := hostsOf(c)
 	if err != nil {
 		return cfg, err
+	}
+	if cfg.Launcher, err = launcherOf(c); err != nil {
+		return cfg, err
+	}
+	if hosts == nil && cfg.Launcher != runner.SpawnLocal {
+		if hosts, err = allocationHosts(&cfg); err != nil {
+			return cfg, err
+		}
 	}
 	cfg.Hosts = hosts
 	switch {
@@ -67,6 +76,38 @@ func hostsOf(c *cli.Context) ([]runner.Host, error) {
 		return runner.ReadHostfile(file)
 	}
 	return nil, nil
+}
+
+// launcherOf reads --launcher: auto (""), local, ssh or srun.
+func launcherOf(c *cli.Context) (string, error) {
+	switch l := c.String("launcher"); l {
+	case "auto", "":
+		return runner.SpawnAuto, nil
+	case runner.SpawnLocal, runner.SpawnSSH, runner.SpawnSrun:
+		return l, nil
+	default:
+		return "", usagef("--launcher %q: want auto, local, ssh or srun", l)
+	}
+}
+
+// allocationHosts returns, when gorun runs inside a Slurm allocation and no
+// hosts were given, the allocation's nodes and slots, and makes srun the
+// launcher unless another was asked for. --launcher srun outside an
+// allocation is an error.
+func allocationHosts(cfg *runner.Config) ([]runner.Host, error) {
+	hosts, ok, err := runner.SlurmAllocation(os.Getenv)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok && cfg.Launcher == runner.SpawnSrun:
+		return nil, usagef("--launcher srun needs a Slurm allocation (run gorun inside salloc or sbatch; SLURM_JOB_ID is not set)")
+	case !ok:
+		return nil, nil
+	}
+	if cfg.Launcher == runner.SpawnAuto {
+		cfg.Launcher = runner.SpawnSrun
+	}
+	return hosts, nil
 }
 
 // splitNames splits "-x A,B" into A and B; an entry holding '=' (a value)

@@ -35,6 +35,8 @@ func flags() []cli.Flag {
 			Usage: "hosts and their slots: host1:2,host2:2", DefaultText: "localhost with -np slots"},
 		&cli.StringFlag{Name: "hostfile", Category: catHosts, TakesFile: true,
 			Usage: `file with one "host slots=N" per line (instead of -H)`},
+		&cli.StringFlag{Name: "launcher", Category: catHosts, Value: "auto",
+			Usage: "how ranks start: auto (srun inside a Slurm allocation when no hosts are given; else local hosts locally, others over ssh), local, ssh or srun"},
 		&cli.StringFlag{Name: "bind-addr", Category: catHosts,
 			Usage: "address of this host that ranks reach the rendezvous on (needed with remote hosts unless --network-interface)"},
 		&cli.StringFlag{Name: "network-interface", Category: catHosts,

@@ -1,0 +1,133 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// maxClusterSpec bounds the size of a GOROVOD_CLUSTER spec.
+const maxClusterSpec = 1 << 20
+
+// ClusterSpec is a job started by hand, one command per process, in the
+// manner of TensorFlow's TF_CONFIG: GOROVOD_CLUSTER holds it as JSON (or
+// "@path" of a file that does), for example
+//
+//	{"hosts": ["10.0.0.1:2", "10.0.0.2:2"], "port": 29400, "index": 3}
+//
+// Hosts are in the -H form ("host" is one slot, "host:N" N slots); ranks
+// fill them in order, as under gorun. Index is this process's rank; set
+// GOROVOD_CLUSTER_INDEX instead so that every process can share one file.
+// Rank 0 (the first slot of the first host) serves the rendezvous on Port,
+// or on a port derived from the host list when Port is 0.
+type ClusterSpec struct {
+	Hosts []string `json:"hosts"`
+	Port  int      `json:"port,omitempty"`
+	Index *int     `json:"index,omitempty"`
+}
+
+// ParseClusterSpec reads a spec from JSON; unknown fields are errors.
+func ParseClusterSpec(data []byte) (ClusterSpec, error) {
+	var s ClusterSpec
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return ClusterSpec{}, fmt.Errorf("not a cluster spec: %w", err)
+	}
+	if dec.More() {
+		return ClusterSpec{}, errors.New("not a cluster spec: text after the JSON object")
+	}
+	switch {
+	case len(s.Hosts) == 0:
+		return ClusterSpec{}, errors.New(`the spec lists no "hosts"`)
+	case s.Port < 0 || s.Port >= 1<<16:
+		return ClusterSpec{}, fmt.Errorf(`"port" %d is not a port number`, s.Port)
+	}
+	return s, nil
+}
+
+// clusterReader reads GOROVOD_CLUSTER and GOROVOD_CLUSTER_INDEX.
+func clusterReader() launcherReader {
+	return launcherReader{
+		name:  LauncherCluster,
+		vars:  []string{EnvCluster, EnvClusterIndex},
+		match: func(d detector) bool { return d.getenv(EnvCluster) != "" },
+		read:  readCluster,
+	}
+}
+
+// readCluster places this process by its index in the spec's slots.
+func readCluster(d detector) (placement, error) {
+	spec, err := loadClusterSpec(d.getenv(EnvCluster))
+	if err != nil {
+		return placement{}, err
+	}
+	hosts, err := ParseHosts(strings.Join(spec.Hosts, ","))
+	if err != nil {
+		return placement{}, err
+	}
+	slots, err := Assign(hosts, TotalSlots(hosts))
+	if err != nil {
+		return placement{}, err
+	}
+	index, err := clusterIndex(d, spec, len(slots))
+	if err != nil {
+		return placement{}, err
+	}
+	s := slots[index]
+	p := placement{rank: s.Rank, size: s.Size, localRank: s.LocalRank, localSize: s.LocalSize,
+		crossRank: s.CrossRank, crossSize: s.CrossSize, host: s.Host,
+		rdvHost: hosts[0].Name, rdvPort: spec.Port, jobID: "cluster:" + FormatHosts(hosts)}
+	for _, sl := range slots {
+		p.hosts = append(p.hosts, sl.Host)
+	}
+	for _, h := range hosts {
+		p.nodes = append(p.nodes, h.Name)
+	}
+	return p, nil
+}
+
+// loadClusterSpec parses the variable's value: JSON, or @path of a file.
+func loadClusterSpec(v string) (ClusterSpec, error) {
+	data := []byte(v)
+	if path, ok := strings.CutPrefix(v, "@"); ok {
+		f, err := os.Open(path)
+		if err != nil {
+			return ClusterSpec{}, err
+		}
+		defer f.Close()
+		if data, err = io.ReadAll(io.LimitReader(f, maxClusterSpec+1)); err != nil {
+			return ClusterSpec{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(data) > maxClusterSpec {
+			return ClusterSpec{}, fmt.Errorf("%s: larger than %d bytes", path, maxClusterSpec)
+		}
+	}
+	return ParseClusterSpec(data)
+}
+
+// clusterIndex returns GOROVOD_CLUSTER_INDEX, else the spec's index, and
+// checks it against the number of slots.
+func clusterIndex(d detector, spec ClusterSpec, slots int) (int, error) {
+	index := -1
+	if s := d.getenv(EnvClusterIndex); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%q: not an integer", EnvClusterIndex, clip(s, maxQuoted))
+		}
+		index = n
+	} else if spec.Index != nil {
+		index = *spec.Index
+	} else {
+		return 0, fmt.Errorf(`this process's index is neither in the spec ("index") nor in %s`, EnvClusterIndex)
+	}
+	if index < 0 || index >= slots {
+		return 0, fmt.Errorf("index %d is not in [0, %d): the spec's hosts have %d slots", index, slots, slots)
+	}
+	return index, nil
+}

@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Launcher choices of Config.Launcher (gorun --launcher).
+const (
+	SpawnAuto  = ""      // local ranks locally, others over ssh; srun inside a Slurm allocation with no hosts given
+	SpawnLocal = "local" // every rank on this machine
+	SpawnSSH   = "ssh"   // every rank over ssh, this machine's too
+	SpawnSrun  = "srun"  // every rank as a one-task step of the Slurm allocation
+)
+
+// srunKillGap is how long the srun spawner's Kill waits between the two
+// interrupts that make srun cancel its step.
+const srunKillGap = 100 * time.Millisecond
+
+// SrunSpawner starts each rank as a one-task step of the Slurm allocation
+// that gorun runs in (salloc, sbatch), on the slot's node: no ssh between
+// nodes is needed. The rank's environment, the job secret included,
+// travels in srun's environment (--export=ALL), which Slurm carries to
+// the node over its own munge-signed (not encrypted) connection; it never
+// appears on a command line. Steps overlap (--overlap), so ranks share the
+// allocation's CPUs, and are not bound to one CPU (--cpu-bind=none).
+type SrunSpawner struct {
+	// Srun is the srun program; "" means "srun" on PATH.
+	Srun string
+	// ExtraArgs go to srun before the rank's command.
+	ExtraArgs []string
+}
+
+// Spawn starts c for slot s through srun; see Spawner.
+func (sp SrunSpawner) Spawn(ctx context.Context, s Slot, c Command, stdout, stderr io.Writer) (Process, error) {
+	srun := sp.Srun
+	if srun == "" {
+		srun = "srun"
+	}
+	argv := []string{srun, "--nodes=1", "--ntasks=1", "--nodelist=" + s.Host, "--overlap", "--cpu-bind=none",
+		"--kill-on-bad-exit=1", "--export=ALL", "--job-name=gorun-rank" + fmt.Sprint(s.Rank)}
+	if c.Dir != "" {
+		argv = append(argv, "--chdir="+c.Dir)
+	}
+	argv = append(append(argv, sp.ExtraArgs...), "--")
+	p, err := LocalSpawner{}.Spawn(ctx, s, Command{Argv: append(argv, c.Argv...), Env: c.Env, Dir: c.Dir}, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return srunProcess{p.(*localProcess)}, nil
+}
+
+// srunProcess is a rank started by SrunSpawner: the local srun process,
+// whose signals srun forwards to the rank.
+type srunProcess struct{ *localProcess }
+
+// Signal sends sig to srun alone (not its process group), which forwards
+// it to the rank.
+func (p srunProcess) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Kill makes srun cancel the step (two interrupts in a row, which srun
+// answers by killing the rank), then kills srun's process group.
+func (p srunProcess) Kill() error {
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(srunKillGap)
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(srunKillGap)
+	return p.localProcess.Kill()
+}
