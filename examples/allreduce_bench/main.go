@@ -55,11 +55,15 @@ func run(args []string) error {
 		return err
 	}
 	opts := collective.Options{SegmentBytes: *segment}
-	if os.Getenv(runner.EnvRank) != "" { // started by gorun
-		return runUnderGorun(cfg, opts)
-	}
 	if child, ok := childEnv(); ok {
 		return runChild(child, cfg, opts)
+	}
+	env, plan, err := runner.Detect(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if plan.Launcher != runner.LauncherNone { // gorun, srun, mpirun, ...
+		return runUnderLauncher(env, plan, cfg, opts)
 	}
 	if *np < 1 {
 		return fmt.Errorf("-np %d: need at least 1 rank", *np)
@@ -99,14 +103,11 @@ func parseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// runUnderGorun joins the job gorun started, as any training program does.
-func runUnderGorun(cfg config, opts collective.Options) error {
+// runUnderLauncher joins the job that gorun, srun, mpirun or another
+// launcher started, as any training program does.
+func runUnderLauncher(env runner.WorkerEnv, plan runner.JoinPlan, cfg config, opts collective.Options) error {
 	ctx := context.Background()
-	env, _, err := runner.FromEnviron(os.Getenv)
-	if err != nil {
-		return err
-	}
-	rt, err := hvd.NewRuntime(ctx, hvd.Config{Env: env, Comm: opts})
+	rt, err := hvd.NewRuntime(ctx, hvd.Config{Env: env, Plan: plan, Comm: opts})
 	if err != nil {
 		return err
 	}
