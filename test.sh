@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of the README and of CI: installs what the tests need on
-# a fresh Debian machine (OpenSSH for the remote-launch tests, OpenBLAS for
-# the training examples), then runs
+# a fresh Debian machine (OpenSSH for the remote-launch tests, Slurm, munge,
+# Open MPI and MPICH for the launcher tests, OpenBLAS for the training
+# examples), then runs
 # every test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -9,6 +10,13 @@ cd "$(dirname "$0")"
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+# The launcher tests start real Slurm clusters, mpirun and mpiexec jobs.
+command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
+command -v munged >/dev/null 2>&1 || need+=(munge)
+command -v mpirun.openmpi >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
+command -v mpiexec.mpich >/dev/null 2>&1 || need+=(mpich)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 # The mnist and synthetic_benchmark examples multiply matrices with OpenBLAS (cgo).
 dpkg -s libopenblas-dev >/dev/null 2>&1 || need+=(libopenblas-dev)
 dpkg -s liblapacke-dev >/dev/null 2>&1 || need+=(liblapacke-dev)
@@ -19,7 +27,9 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-export GOROVOD_REQUIRE_SSHD=1 # the ssh tests must run, not skip
+export GOROVOD_REQUIRE_SSHD=1    # the ssh tests must run, not skip
+export GOROVOD_REQUIRE_SLURM=1   # so must the Slurm cluster tests
+export GOROVOD_REQUIRE_CLUSTER=1 # and the mpirun, mpiexec and manual-start tests
 go vet ./...
 go test -race -count=1 -timeout 20m ./...
 # The race detector slows element loops ~20x, so under -race the 10^6-element

@@ -5,8 +5,15 @@
 // environment the launcher wrote (rank, sizes, the rendezvous address and
 // the job secret), registers this rank's data-plane address with the
 // launcher, waits for the peer table and forms an authenticated TCP mesh.
-// Without that environment the process is a job of one rank, so the same
-// program runs alone or under gorun:
+// Without it, Init reads the variables of the launcher that started the
+// process — a Slurm step (srun), Open MPI's mpirun, MPICH's mpiexec,
+// torchrun-style RANK/WORLD_SIZE/MASTER_ADDR (a Kubernetes Indexed Job), or
+// a GOROVOD_CLUSTER spec for a start by hand — and rank 0 serves the
+// rendezvous itself until the mesh is formed (runner.Detect; Launcher says
+// which one). A launcher that says the job is larger than one rank but
+// cannot be joined is an error, never a silent job of one rank. With no
+// launcher at all the process is a job of one rank, so the same program
+// runs alone or under any launcher:
 //
 //	if err := hvd.Init(ctx); err != nil { ... }
 //	defer hvd.Shutdown()

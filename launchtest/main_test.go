@@ -85,29 +85,50 @@ type result struct {
 // it printed.
 func run(t *testing.T, cmd *exec.Cmd) result {
 	t.Helper()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", cmd.Path, err)
+	return runAll(t, cmd)[0]
+}
+
+// runAll starts every command, then waits for all of them (killing those
+// left after runTimeout), and returns what each printed.
+func runAll(t *testing.T, cmds ...*exec.Cmd) []result {
+	t.Helper()
+	outs := make([]*bytes.Buffer, 2*len(cmds))
+	done := make(chan int, len(cmds))
+	errs := make([]error, len(cmds))
+	for i, cmd := range cmds {
+		outs[2*i], outs[2*i+1] = new(bytes.Buffer), new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = outs[2*i], outs[2*i+1]
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("%s: %v", cmd.Path, err)
+		}
+		go func() { errs[i] = cmd.Wait(); done <- i }()
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(runTimeout):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("%s did not end within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(cmd.Args, " "), runTimeout, out.String(), errb.String())
+	timeout := time.After(runTimeout)
+	for ended := 0; ended < len(cmds); {
+		select {
+		case <-done:
+			ended++
+		case <-timeout:
+			for _, cmd := range cmds {
+				cmd.Process.Kill()
+			}
+			for ; ended < len(cmds); ended++ {
+				<-done
+			}
+			t.Fatalf("%s did not end within %v", strings.Join(cmds[0].Args, " "), runTimeout)
+		}
 	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("%s: %v", cmd.Path, err)
+	res := make([]result, len(cmds))
+	for i, err := range errs {
+		res[i] = result{stdout: outs[2*i].String(), stderr: outs[2*i+1].String()}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			res[i].code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", cmds[i].Path, err)
+		}
 	}
-	return result{out.String(), errb.String(), code}
+	return res
 }
 
 // command returns an exec.Cmd for argv with extra "NAME=value" entries

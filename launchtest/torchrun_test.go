@@ -12,8 +12,8 @@ import (
 // Indexed Job or torchrun sets them) form one job.
 func TestTorchrunStyleShellLoop(t *testing.T) {
 	port := freePort(t)
-	script := fmt.Sprintf(`for r in 0 1 2 3; do RANK=$r WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=%s "$0" & done
-fail=0; for j in 1 2 3 4; do wait -n || fail=1; done; exit $fail`, port)
+	script := fmt.Sprintf(`pids=; for r in 0 1 2 3; do RANK=$r WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=%s "$0" & pids="$pids $!"; done
+fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail`, port)
 	r := run(t, command(context.Background(), nil, "bash", "-c", script, bin(t, "hello")))
 	mustSucceed(t, "shell loop", r)
 	if strings.Count(r.stdout, "size=4 sum=10") != 1 {

@@ -76,6 +76,34 @@
 // line or in a log: WorkerEnv's String, Format and LogValue redact it, and
 // RedactEnviron does the same for "NAME=value" lists.
 //
+// # Other launchers
+//
+// A process that gorun did not start finds its place with Detect, which
+// hvd.Init calls: after the GOROVOD_* contract it tries, in order, a
+// GOROVOD_CLUSTER spec (ClusterSpec: hosts, port and this process's index,
+// for a start by hand, one command per process), Open MPI
+// (OMPI_COMM_WORLD_*), MPICH's Hydra and Intel MPI (PMI_RANK, PMI_SIZE,
+// MPI_LOCALRANKID, MPI_LOCALNRANKS), a task of a Slurm step (SLURM_PROCID,
+// SLURM_STEP_NODELIST expanded by ExpandHostlist,
+// SLURM_STEP_TASKS_PER_NODE by ExpandTasksPerNode), and torchrun-style
+// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Rank 0 serves the
+// rendezvous at an address every rank works out the same way: the step's
+// first node (Slurm), MASTER_ADDR:MASTER_PORT, the spec's first host, or
+// 127.0.0.1 when every rank is on one host; the port is
+// GOROVOD_RENDEZVOUS_PORT, the launcher's, or DerivedPort of the job id.
+// Where nothing says where rank 0 is (mpirun across hosts)
+// GOROVOD_RENDEZVOUS_ADDR must be set. The secret comes from
+// GOROVOD_SECRET_FILE (ReadSecretFile: 64 hex digits, mode 0600),
+// GOROVOD_SECRET, or else is JobToken of the job id, which keeps other jobs
+// out but not an attacker; rank 0 then warns. Variables that say the job
+// has several ranks but cannot be joined are an ErrLauncher error naming
+// the launcher and what it read.
+//
+// Inside a Slurm allocation with no hosts given, gorun takes the
+// allocation's nodes and slots (SlurmAllocation) and starts each rank as a
+// step with SrunSpawner (Config.Launcher SpawnSrun), so no ssh between
+// nodes is needed.
+//
 // # Launching a job
 //
 // Launch(ctx, cfg) runs one job described by a Config (start from

@@ -1,0 +1,162 @@
+package launchtest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gorovod/gorovod/internal/testslurm"
+)
+
+// mnistArgs trains the mnist example briefly on its synthetic data set (so
+// the result does not depend on whether Fashion-MNIST is installed).
+func mnistArgs(t *testing.T) []string {
+	return []string{"-data", t.TempDir(), "-synthetic-train", "6000", "-synthetic-test", "500", "-hidden", "64",
+		"-epochs", "1", "-batch", "16", "-threads", "1", "-seed", "5"}
+}
+
+// finalLines returns mnist's epoch summary and final lines (without the
+// timing figures, which vary), to compare two runs.
+func finalLines(t *testing.T, out string) string {
+	t.Helper()
+	epoch := regexp.MustCompile(`epoch \d+: loss [0-9.]+  test accuracy [0-9.]+%`).FindAllString(out, -1)
+	final := regexp.MustCompile(`final test accuracy [0-9.]+% after \d+ epochs on \d+ rank\(s\)`).FindString(out)
+	if len(epoch) == 0 || final == "" {
+		t.Fatalf("no epoch summary or final line in:\n%s", out)
+	}
+	return strings.Join(epoch, "\n") + "\n" + final
+}
+
+// gorunMnist trains on np local ranks under gorun and returns its summary.
+func gorunMnist(t *testing.T, np int) string {
+	t.Helper()
+	r := run(t, command(context.Background(), nil, append([]string{bin(t, "gorun"), "-np", strconv.Itoa(np), bin(t, "mnist")}, mnistArgs(t)...)...))
+	mustSucceed(t, "gorun mnist", r)
+	return finalLines(t, r.stdout)
+}
+
+// TestSlurm runs jobs on a real Slurm cluster of two nodes (network
+// namespaces with their own addresses, munged, slurmctld and one slurmd
+// each): srun of each rank, sbatch of the example script in both its
+// forms, gorun inside salloc starting its ranks through srun, and a start
+// by hand with GOROVOD_CLUSTER on the same two emulated hosts.
+func TestSlurm(t *testing.T) {
+	c := testslurm.Start(t, 2, 2)
+	ctx := context.Background()
+	slurm := func(name string, args ...string) result {
+		t.Helper()
+		cmd := c.Command(ctx, name, args...)
+		r := run(t, cmd)
+		if r.code != 0 {
+			t.Logf("cluster logs:\n%s", c.Logs())
+		}
+		return r
+	}
+
+	t.Run("srun hello", func(t *testing.T) {
+		r := slurm("srun", "-N", "2", "-n", "4", bin(t, "hello"))
+		mustSucceed(t, "srun hello", r)
+		if strings.Count(r.stdout, "size=4 sum=10") != 1 || strings.Contains(r.stdout, "size=1") {
+			t.Errorf("stdout %q: want one job of 4 ranks", r.stdout)
+		}
+		if !strings.Contains(r.stderr, "launcher=slurm") || !strings.Contains(r.stderr, "rendezvous=node1:") {
+			t.Errorf("rank 0 should say it joined a Slurm job served on node1:\n%s", r.stderr)
+		}
+	})
+
+	t.Run("srun odd count", func(t *testing.T) {
+		r := slurm("srun", "-N", "2", "-n", "3", bin(t, "hello"))
+		mustSucceed(t, "srun -n 3 hello", r)
+		if !strings.Contains(r.stdout, "size=3 sum=6") {
+			t.Errorf("stdout %q", r.stdout)
+		}
+	})
+
+	t.Run("srun allreduce_bench", func(t *testing.T) {
+		r := slurm("srun", append([]string{"-N", "2", "-n", "4", bin(t, "allreduce_bench")}, benchArgs...)...)
+		mustSucceed(t, "srun allreduce_bench", r)
+		if !strings.Contains(r.stdout, "4 ranks") {
+			t.Errorf("not 4 ranks:\n%s", r.stdout)
+		}
+		benchWrong(t, r.stdout)
+	})
+
+	var wantMnist string
+	var once sync.Once
+	mnistUnderGorun := func(t *testing.T) string {
+		once.Do(func() { wantMnist = gorunMnist(t, 4) })
+		return wantMnist
+	}
+
+	t.Run("srun mnist matches gorun", func(t *testing.T) {
+		r := slurm("srun", append([]string{"-N", "2", "-n", "4", bin(t, "mnist")}, mnistArgs(t)...)...)
+		mustSucceed(t, "srun mnist", r)
+		got, want := finalLines(t, r.stdout), mnistUnderGorun(t)
+		if got != want {
+			t.Errorf("under srun:\n%s\nunder gorun:\n%s", got, want)
+		}
+		t.Logf("srun -N 2 -n 4 mnist: %s", got)
+	})
+
+	t.Run("gorun in salloc", func(t *testing.T) {
+		r := slurm("salloc", append([]string{"-N", "2", "-n", "4", bin(t, "gorun"), bin(t, "mnist")}, mnistArgs(t)...)...)
+		mustSucceed(t, "salloc gorun mnist", r)
+		got := finalLines(t, r.stdout)
+		if want := mnistUnderGorun(t); got != want {
+			t.Errorf("gorun in salloc:\n%s\ngorun on this host:\n%s", got, want)
+		}
+		for rank := range 4 {
+			if !strings.Contains(r.stdout, "["+strconv.Itoa(rank)+"]<stdout>") && rank == 0 {
+				t.Errorf("no output of rank %d:\n%s", rank, r.stdout)
+			}
+		}
+	})
+
+	t.Run("sbatch", func(t *testing.T) {
+		script, err := filepath.Abs("../examples/slurm/train.sbatch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{"srun", "gorun"} {
+			out := filepath.Join(t.TempDir(), "job.out")
+			cmd := c.Command(ctx, "sbatch", "--wait", "--output="+out, script)
+			cmd.Env = append(cmd.Env, "MODE="+mode, "PROG="+bin(t, "hello"), "ARGS=", "GORUN="+bin(t, "gorun"))
+			r := run(t, cmd)
+			log, _ := os.ReadFile(out)
+			if r.code != 0 {
+				t.Fatalf("sbatch (MODE=%s): exit %d\n%s%s\njob output:\n%s\n%s", mode, r.code, r.stdout, r.stderr, log, c.Logs())
+			}
+			if !strings.Contains(string(log), "size=4 sum=10") {
+				t.Errorf("MODE=%s: the job's output lacks size=4 sum=10:\n%s", mode, log)
+			}
+		}
+	})
+
+	t.Run("by hand with GOROVOD_CLUSTER", func(t *testing.T) {
+		spec, _ := json.Marshal(map[string]any{"hosts": []string{c.Nodes[0].Addr, c.Nodes[1].Addr}, "port": 29411})
+		var cmds []*exec.Cmd
+		for i, node := range c.Nodes[:2] {
+			cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + node.NetNS, bin(t, "mnist")}, mnistArgs(t)...)...)
+			cmd.Env = append(os.Environ(), "GOROVOD_CLUSTER="+string(spec), "GOROVOD_CLUSTER_INDEX="+strconv.Itoa(i))
+			cmds = append(cmds, cmd)
+		}
+		results := runAll(t, cmds...)
+		for i, r := range results {
+			mustSucceed(t, "mnist on "+c.Nodes[i].Name, r)
+		}
+		got, want := finalLines(t, results[0].stdout), gorunMnist(t, 2)
+		if got != want {
+			t.Errorf("by hand:\n%s\ngorun -np 2:\n%s", got, want)
+		}
+		if !strings.Contains(results[0].stderr, "launcher=cluster") {
+			t.Errorf("rank 0 did not log the cluster launcher:\n%s", results[0].stderr)
+		}
+	})
+}
