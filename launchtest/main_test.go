@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 
 // bin returns the path of the named program (gorun, hello,
 // allreduce_bench, mnist), building them all on first use.
-func bin(t *testing.T, name string) string {
+func bin(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "launchtest-bin-"); buildErr != nil {

@@ -49,15 +49,15 @@ func gorunMnist(t *testing.T, np int) string {
 // by hand with GOROVOD_CLUSTER on the same two emulated hosts.
 func TestSlurm(t *testing.T) {
 	c := testslurm.Start(t, 2, 2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster logs:\n%s", c.Logs())
+		}
+	})
 	ctx := context.Background()
 	slurm := func(name string, args ...string) result {
 		t.Helper()
-		cmd := c.Command(ctx, name, args...)
-		r := run(t, cmd)
-		if r.code != 0 {
-			t.Logf("cluster logs:\n%s", c.Logs())
-		}
-		return r
+		return run(t, c.Command(ctx, name, args...))
 	}
 
 	t.Run("srun hello", func(t *testing.T) {
@@ -119,6 +119,27 @@ func TestSlurm(t *testing.T) {
 		}
 	})
 
+	t.Run("gorun in salloc places and stops ranks", func(t *testing.T) {
+		// Rank 2 fails; the others sleep, one of them ignoring SIGTERM, so
+		// that gorun must stop them through srun, the last one by force.
+		marker := "299." + strconv.Itoa(os.Getpid()%1000)
+		script := `echo "rank $GOROVOD_RANK on $SLURMD_NODENAME"
+case $GOROVOD_RANK in 2) sleep 1; exit 3;; 3) trap "" TERM;; esac
+sleep ` + marker + ` & wait; wait`
+		r := slurm("salloc", "-N", "2", "-n", "4", bin(t, "gorun"), "--start-timeout", "20s", "sh", "-c", script)
+		if r.code == 0 || !strings.Contains(r.stderr, "rank 2 on node2 exited with status 3") {
+			t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+		for rank, node := range []string{"node1", "node1", "node2", "node2"} {
+			if want := "rank " + strconv.Itoa(rank) + " on " + node; !strings.Contains(r.stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		if left, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output(); len(left) > 0 {
+			t.Errorf("ranks left running after gorun ended: %s", left)
+		}
+	})
+
 	t.Run("sbatch", func(t *testing.T) {
 		script, err := filepath.Abs("../examples/slurm/train.sbatch")
 		if err != nil {
@@ -136,6 +157,15 @@ func TestSlurm(t *testing.T) {
 			if !strings.Contains(string(log), "size=4 sum=10") {
 				t.Errorf("MODE=%s: the job's output lacks size=4 sum=10:\n%s", mode, log)
 			}
+		}
+	})
+
+	t.Run("srun forgotten in a batch script", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "job.out")
+		r := slurm("sbatch", "--wait", "-N", "2", "-n", "4", "--output="+out, "--wrap", bin(t, "hello"))
+		log, _ := os.ReadFile(out)
+		if r.code == 0 || strings.Contains(string(log), "size=") || !strings.Contains(string(log), "start each rank with srun") {
+			t.Errorf("sbatch exit %d; job output:\n%s", r.code, log)
 		}
 	})
 
