@@ -18,7 +18,9 @@
 //	--start-timeout D     how long ranks wait for each other in hvd.Init (30s)
 //	-x NAME, -x NAME=v    pass a variable to every rank (repeatable; NAME1,NAME2)
 //
-// Hosts (without -H or -hostfile: localhost with -np slots):
+// Hosts (without -H or -hostfile: the nodes and slots of the Slurm
+// allocation gorun runs in, started through srun; else localhost with -np
+// slots):
 //
 //	-H, --hosts LIST      host1:2,host2:2 (repeatable)
 //	-hostfile FILE        one "host slots=N" per line, '#' comments
@@ -27,6 +29,8 @@
 //	--network-interface IF  interface for the rendezvous and the ranks' data plane
 //	-p, --ssh-port N      ssh port of remote hosts
 //	-i, --ssh-identity-file F  ssh private key
+//	--launcher L          auto, local, ssh or srun (each rank a one-task step
+//	                      of the allocation: no ssh between nodes needed)
 //
 // Output:
 //

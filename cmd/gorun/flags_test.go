@@ -167,3 +167,44 @@ func TestDurationFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestLauncherFlag: inside a Slurm allocation with no hosts given, gorun
+// takes the allocation's nodes and starts ranks through srun; -H or
+// --launcher override that, and srun outside an allocation is refused.
+func TestLauncherFlag(t *testing.T) {
+	for _, k := range []string{"SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	if _, err := parse(t, "--launcher", "srun", "./train"); err == nil || !strings.Contains(err.Error(), "needs a Slurm allocation") {
+		t.Errorf("srun outside an allocation: %v", err)
+	}
+	if _, err := parse(t, "--launcher", "pbs", "-np", "2", "./train"); err == nil || !strings.Contains(err.Error(), `--launcher "pbs"`) {
+		t.Errorf("unknown launcher: %v", err)
+	}
+	cfg, err := parse(t, "-np", "2", "./train")
+	if err != nil || cfg.Launcher != runner.SpawnAuto || cfg.Hosts != nil {
+		t.Errorf("outside an allocation: launcher %q, hosts %v, %v", cfg.Launcher, cfg.Hosts, err)
+	}
+
+	t.Setenv("SLURM_JOB_ID", "12")
+	t.Setenv("SLURM_JOB_NODELIST", "gpu[1-2]")
+	t.Setenv("SLURM_JOB_CPUS_PER_NODE", "4(x2)")
+	t.Setenv("SLURM_TASKS_PER_NODE", "2(x2)")
+	cfg, err = parse(t, "./train")
+	if err != nil || cfg.Launcher != runner.SpawnSrun || runner.FormatHosts(cfg.Hosts) != "gpu1:2,gpu2:2" || cfg.NP != 4 {
+		t.Errorf("in an allocation: launcher %q, hosts %v, np %d, %v", cfg.Launcher, cfg.Hosts, cfg.NP, err)
+	}
+	cfg, err = parse(t, "-H", "a:2", "./train")
+	if err != nil || cfg.Launcher != runner.SpawnAuto || runner.FormatHosts(cfg.Hosts) != "a:2" {
+		t.Errorf("-H in an allocation: launcher %q, hosts %v, %v", cfg.Launcher, cfg.Hosts, err)
+	}
+	cfg, err = parse(t, "--launcher", "local", "-np", "2", "./train")
+	if err != nil || cfg.Launcher != runner.SpawnLocal || cfg.Hosts != nil {
+		t.Errorf("--launcher local in an allocation: launcher %q, hosts %v, %v", cfg.Launcher, cfg.Hosts, err)
+	}
+	t.Setenv("SLURM_JOB_NODELIST", "gpu[1-")
+	if _, err := parse(t, "./train"); err == nil || !strings.Contains(err.Error(), "SLURM_JOB_NODELIST") {
+		t.Errorf("bad node list: %v", err)
+	}
+}
