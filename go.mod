@@ -8,6 +8,7 @@ require (
 	github.com/valyala/gorpc v0.0.0-20160519171614-908281bef774
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/gonum v0.17.0
+	gopkg.in/yaml.v3 v3.0.1
 	gorgonia.org/cu v0.9.6
 )
 

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 	"testing"
 
 	"github.com/gorovod/gorovod/internal/testslurm"
@@ -135,9 +137,26 @@ sleep ` + marker + ` & wait; wait`
 				t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 			}
 		}
-		if left, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output(); len(left) > 0 {
-			t.Errorf("ranks left running after gorun ended: %s", left)
+		if left := pids(sleeping(marker)); len(left) > 0 {
+			t.Errorf("ranks left running after gorun ended: %v", left)
 		}
+	})
+
+	t.Run("SIGKILLed gorun in salloc leaves no rank", func(t *testing.T) {
+		marker := "298." + strconv.Itoa(os.Getpid()%1000)
+		ctx, cancel := context.WithCancel(ctx)
+		cmd := c.Command(ctx, "salloc", "-N", "2", "-n", "4", bin(t, "gorun"), "sleep", marker)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cancel(); cmd.Wait() }() // kills salloc's whole process group
+		waitFor(t, "4 ranks running", func() bool { return len(pids(sleeping(marker))) == 4 })
+		gorun := pids("^" + bin(t, "gorun") + " sleep " + marker + "$")
+		if len(gorun) != 1 {
+			t.Fatalf("gorun processes: %v", gorun)
+		}
+		syscall.Kill(gorun[0], syscall.SIGKILL)
+		waitFor(t, "every rank gone", func() bool { return len(pids(sleeping(marker))) == 0 })
 	})
 
 	t.Run("sbatch", func(t *testing.T) {
@@ -189,4 +208,32 @@ sleep ` + marker + ` & wait; wait`
 			t.Errorf("rank 0 did not log the cluster launcher:\n%s", results[0].stderr)
 		}
 	})
+}
+
+// sleeping is the pattern of a rank's "sleep marker" process, run by a
+// shell or by slurmstepd (which gives its full path).
+func sleeping(marker string) string { return "^(/usr/bin/)?sleep " + marker + "$" }
+
+// pids returns the processes whose command line matches the regular
+// expression re.
+func pids(re string) []int {
+	out, _ := exec.Command("pgrep", "-f", "--", re).Output()
+	var ps []int
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := strconv.Atoi(f); err == nil && p != os.Getpid() {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// waitFor polls cond for up to a minute and fails t if it never holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			ps, _ := exec.Command("ps", "-eo", "pid,args").Output()
+			t.Fatalf("no %s within a minute; processes:\n%s", what, ps)
+		}
+	}
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
-	"time"
 )
 
 // Launcher choices of Config.Launcher (gorun --launcher).
@@ -16,10 +14,6 @@ const (
 	SpawnSSH   = "ssh"   // every rank over ssh, this machine's too
 	SpawnSrun  = "srun"  // every rank as a one-task step of the Slurm allocation
 )
-
-// srunKillGap is how long the srun spawner's Kill waits between the two
-// interrupts that make srun cancel its step.
-const srunKillGap = 100 * time.Millisecond
 
 // SrunSpawner starts each rank as a one-task step of the Slurm allocation
 // that gorun runs in (salloc, sbatch), on the slot's node: no ssh between
@@ -54,20 +48,12 @@ func (sp SrunSpawner) Spawn(ctx context.Context, s Slot, c Command, stdout, stde
 	return srunProcess{p.(*localProcess)}, nil
 }
 
-// srunProcess is a rank started by SrunSpawner: the local srun process,
-// whose signals srun forwards to the rank.
+// srunProcess is a rank started by SrunSpawner: the local srun process.
+// Signal reaches srun alone, which forwards it to the rank; on SIGTERM srun
+// cancels the step, and Slurm kills what is left of it after its KillWait.
+// Kill (SIGKILL to srun's process group, as for a local rank) ends srun.
 type srunProcess struct{ *localProcess }
 
 // Signal sends sig to srun alone (not its process group), which forwards
 // it to the rank.
 func (p srunProcess) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
-
-// Kill makes srun cancel the step (two interrupts in a row, which srun
-// answers by killing the rank), then kills srun's process group.
-func (p srunProcess) Kill() error {
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	time.Sleep(srunKillGap)
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	time.Sleep(srunKillGap)
-	return p.localProcess.Kill()
-}
