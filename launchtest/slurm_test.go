@@ -11,8 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/gorovod/gorovod/internal/testslurm"
 )
