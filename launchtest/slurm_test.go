@@ -188,6 +188,39 @@ sleep ` + marker + ` & wait; wait`
 		}
 	})
 
+	t.Run("mpirun across hosts", func(t *testing.T) {
+		need(t, "mpirun.openmpi")
+		// mpirun starts its daemon on each emulated host through an "rsh
+		// agent" that enters the host's network namespace instead of ssh.
+		agent := filepath.Join(t.TempDir(), "nsrsh")
+		var cases strings.Builder
+		for _, n := range c.Nodes {
+			cases.WriteString(n.Addr + ") ns=" + n.NetNS + ";; ")
+		}
+		script := "#!/bin/sh\nhost=$1; shift\ncase $host in " + cases.String() + "*) echo \"nsrsh: unknown host $host\" >&2; exit 1;; esac\n" +
+			"exec nsenter --net=/run/netns/$ns sh -c \"$*\"\n"
+		if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		a, b := c.Nodes[0].Addr, c.Nodes[1].Addr
+		secret := filepath.Join(t.TempDir(), "secret")
+		if err := os.WriteFile(secret, []byte(strings.Repeat("c3", 32)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("mpirun.openmpi", "--oversubscribe", "--bind-to", "none", "-np", "4", "-H", a+":2,"+b+":2",
+			"--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", c.Subnet,
+			"-x", "GOROVOD_RENDEZVOUS_ADDR="+a+":29412", "-x", "GOROVOD_SECRET_FILE="+secret, bin(t, "hello"))
+		cmd.Env = append(os.Environ(), ompiEnv...)
+		r := run(t, cmd)
+		mustSucceed(t, "mpirun across hosts", r)
+		if strings.Count(r.stdout, "size=4 sum=10") != 1 || strings.Contains(r.stderr, "derived from") {
+			t.Errorf("stdout %q, stderr:\n%s", r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "launcher=openmpi") || !strings.Contains(r.stderr, "rendezvous="+a+":29412") {
+			t.Errorf("rank 0 did not serve on %s:29412 as -x said:\n%s", a, r.stderr)
+		}
+	})
+
 	t.Run("by hand with GOROVOD_CLUSTER", func(t *testing.T) {
 		spec, _ := json.Marshal(map[string]any{"hosts": []string{c.Nodes[0].Addr, c.Nodes[1].Addr}, "port": 29411})
 		var cmds []*exec.Cmd
