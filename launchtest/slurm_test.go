@@ -1,6 +1,7 @@
 package launchtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -96,6 +97,35 @@ func TestSlurm(t *testing.T) {
 		once.Do(func() { wantMnist = gorunMnist(t, 4) })
 		return wantMnist
 	}
+
+	t.Run("srun: a rank killed mid-training fails the job", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, runTimeout)
+		defer cancel()
+		args := append([]string{"-N", "2", "-n", "4", bin(t, "mnist")}, mnistArgs(t)...)
+		args = append(args, "-epochs", "50") // far longer than the test waits
+		cmd := c.Command(ctx, "srun", args...)
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ranks := "^" + bin(t, "mnist") + " "
+		waitFor(t, "4 ranks training", func() bool { return len(pids(ranks)) == 4 && strings.Contains(out.String(), "epoch 1 [") })
+		victim := pids(ranks)[2]
+		start := time.Now()
+		syscall.Kill(victim, syscall.SIGKILL)
+		err := cmd.Wait()
+		if err == nil {
+			t.Fatalf("srun succeeded after a rank was killed:\n%s", out.String())
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("the job took %v to end after a rank was killed", d)
+		}
+		if left := pids(ranks); len(left) > 0 {
+			t.Errorf("ranks still running: %v", left)
+		}
+		t.Logf("ended %v after the kill: %v", time.Since(start).Round(time.Millisecond), err)
+	})
 
 	t.Run("srun mnist matches gorun", func(t *testing.T) {
 		r := slurm("srun", append([]string{"-N", "2", "-n", "4", bin(t, "mnist")}, mnistArgs(t)...)...)
@@ -269,4 +299,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s within a minute; processes:\n%s", what, ps)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer that a running command may write while
+// the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
