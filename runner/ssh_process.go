@@ -165,8 +165,12 @@ func (p *sshProcess) Kill() error {
 		return os.ErrProcessDone
 	}
 	p.sent = append(p.sent, syscall.SIGKILL)
+	// ssh first: closing its standard input first lets the remote side stop
+	// the rank with SIGTERM, and ssh exit with that status, before the
+	// SIGKILL lands.
+	err := p.cmd.Process.Kill()
 	_ = p.stdin.Close()
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("runner: kill rank %d: %w", p.slot.Rank, err)
 	}
 	return nil
