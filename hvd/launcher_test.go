@@ -113,6 +113,7 @@ func TestLauncherJobNamesMissingRank(t *testing.T) {
 		if !strings.Contains(err.Error(), "rank 2") || !strings.Contains(err.Error(), "torchrun") {
 			t.Errorf("rank %d: %v; want it to name rank 2 and the launcher", r, err)
 		}
+		t.Logf("rank %d: %v", r, err)
 	}
 }
 

@@ -124,15 +124,19 @@ func (r *Runtime) logJoin(plan runner.JoinPlan) {
 // has read the peer table) and nobody keeps a client: a lost rank shows on
 // the data plane, and the launcher itself stops the rest.
 func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Transport, error) {
+	var srv *rendezvous.Server
 	if plan.ServeAddr != "" {
-		srv, err := serveRendezvous(r.env, plan, r.log)
-		if err != nil {
+		var err error
+		if srv, err = serveRendezvous(r.env, plan, r.log); err != nil {
 			return nil, err
 		}
 		defer srv.Stop()
 	}
 	tr, rdv, env, err := connect(ctx, r.env, plan, r.log)
 	if err != nil {
+		if srv != nil {
+			abortRendezvous(srv, err)
+		}
 		return nil, err
 	}
 	r.env = env

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
@@ -24,6 +25,19 @@ func serveRendezvous(env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logge
 			env.Hostname, plan.Launcher, plan.ServeAddr, runner.EnvRendezvousPort, err)
 	}
 	return srv, nil
+}
+
+// abortLinger is how long rank 0 keeps an aborted rendezvous up, so that
+// ranks still waiting in it (their calls are held for at most about a
+// second) learn why the job did not start.
+const abortLinger = 1500 * time.Millisecond
+
+// abortRendezvous makes every rank waiting in srv fail with rank 0's own
+// error (which names the ranks that never came, when that is why), and
+// returns after abortLinger.
+func abortRendezvous(srv *rendezvous.Server, err error) {
+	srv.Abort(err.Error())
+	time.Sleep(abortLinger)
 }
 
 // warnings returns a logger that passes on l's warnings and errors only:
