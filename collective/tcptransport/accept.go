@@ -21,9 +21,18 @@ const ackByte = 'K'
 const acceptRetry = 20 * time.Millisecond
 
 // acceptLoop accepts connections until ln is closed, admitting each on its
-// own goroutine (counted in wg) so a silent intruder cannot hold up a real
-// peer.
-func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener, wg *sync.WaitGroup) {
+// own goroutine so a silent intruder cannot hold up a real peer. Before it
+// returns it waits for every admission it started, then summarises the
+// connections they rejected (see rejectLog). The admissions are counted in
+// a WaitGroup of its own for that, not in the formation's, which it ignores
+// (the formation waits for acceptLoop, and so for them).
+func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener, _ *sync.WaitGroup) {
+	rejects := newRejectLog(f.log, time.Now)
+	var admitting sync.WaitGroup
+	defer func() {
+		admitting.Wait()
+		rejects.flush()
+	}()
 	for {
 		nc, err := ln.AcceptTCP()
 		if err != nil {
@@ -36,20 +45,21 @@ func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener, wg *syn
 			}
 			continue
 		}
-		wg.Go(func() { f.admit(ctx, nc) })
+		admitting.Go(func() { f.admit(ctx, nc, rejects) })
 	}
 }
 
 // admit runs the server side of the handshake on nc and claims it for the
-// peer's rank, or closes it and logs why.
-func (f *formation) admit(ctx context.Context, nc *net.TCPConn) {
+// peer's rank, or closes it and reports why: to rejects, or at Debug for a
+// connection that was still handshaking when formation ended.
+func (f *formation) admit(ctx context.Context, nc *net.TCPConn, rejects *rejectLog) {
 	remote := nc.RemoteAddr().String()
 	rank, l, err := f.serverHandshake(ctx, nc)
 	if err != nil {
 		if errors.Is(err, errSealed) {
 			f.log.Debug("tcptransport: dropped connection", "remote", remote, "reason", err)
 		} else {
-			f.log.Warn("tcptransport: rejected connection", "remote", remote, "reason", err)
+			rejects.reject(remote, err)
 		}
 		nc.Close()
 		return

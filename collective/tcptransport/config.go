@@ -30,10 +30,13 @@ type Config struct {
 	// DisableSharedMemory keeps links to peers on this host on TCP. By
 	// default a link between two ranks whose addresses have the same host
 	// part carries its frames through a ring per direction in shared memory
-	// (files in /dev/shm, unlinked as soon as both sides have mapped them),
+	// (nameless memory files from memfd_create, which the peer opens through
+	// /proc/PID/fd of the offering rank, so no kill leaves a file behind),
 	// and its sockets stay open only to tell either side when the other
-	// goes away. Where /dev/shm is missing or not shared, the link stays on
-	// TCP by itself. Every rank of a job must set the same value.
+	// goes away. Where that is not possible (another user or pid namespace,
+	// no memory to reserve the ring), the link stays on TCP by itself and
+	// the rank logs one line saying why. Every rank of a job must set the
+	// same value.
 	DisableSharedMemory bool
 	// Logger receives connection events (rejected intruders at Warn); nil
 	// discards them. Connect adds a "rank" attribute.

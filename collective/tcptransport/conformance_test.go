@@ -2,6 +2,7 @@ package tcptransport
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,18 +14,20 @@ import (
 // between ranks on one host use) and over TCP, each three ways: as shipped
 // (polling decided per host), with every small Recv polling for far longer
 // than any test waits (so that Close, cancellation and peer failure must
-// all end a poll), and with polling off.
+// all end a poll), and with polling off. Every mesh is checked to run
+// every link on the path its variant names.
 func TestConformance(t *testing.T) {
 	for _, v := range []struct {
 		name string
 		cfg  Config
+		path Path
 	}{
-		{"shm/auto", Config{}},
-		{"shm/spin=1h", Config{spin: time.Hour}},
-		{"shm/spin=off", Config{spin: -1}},
-		{"tcp/auto", Config{DisableSharedMemory: true}},
-		{"tcp/spin=1h", Config{spin: time.Hour, DisableSharedMemory: true}},
-		{"tcp/spin=off", Config{spin: -1, DisableSharedMemory: true}},
+		{"shm/auto", Config{}, SharedMemory},
+		{"shm/spin=1h", Config{spin: time.Hour}, SharedMemory},
+		{"shm/spin=off", Config{spin: -1}, SharedMemory},
+		{"tcp/auto", Config{DisableSharedMemory: true}, TCP},
+		{"tcp/spin=1h", Config{spin: time.Hour, DisableSharedMemory: true}, TCP},
+		{"tcp/spin=off", Config{spin: -1, DisableSharedMemory: true}, TCP},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, size int) []collective.Transport {
@@ -34,8 +37,27 @@ func TestConformance(t *testing.T) {
 				if err != nil {
 					t.Fatalf("LocalMesh(%d): %v", size, err)
 				}
+				if bad := offPath(m, v.path); bad != "" {
+					for _, tr := range m {
+						tr.Close()
+					}
+					t.Fatal(bad)
+				}
 				return m
 			})
 		})
 	}
+}
+
+// offPath describes the first link of m that is not on path, or returns
+// "" when all are.
+func offPath(m []collective.Transport, path Path) string {
+	for r, tr := range m {
+		for p := range m {
+			if got := LinkPath(tr, p); p != r && got != path {
+				return fmt.Sprintf("rank %d's link to %d is on %v, want %v", r, p, got, path)
+			}
+		}
+	}
+	return ""
 }

@@ -33,27 +33,45 @@
 // hold up a real peer. A connection that fails any step (wrong secret,
 // garbage bytes, silence past the deadline, a rank out of range, a
 // malformed or foreign lane, a duplicate lane, a size mismatch) is closed
-// and logged at Warn with its remote address and the reason, and formation
-// goes on.
+// and formation goes on. The first such connection from each remote host is
+// logged at Warn with its address and the reason; later ones from that host
+// are logged at Debug and counted, and the count is logged at Warn
+// ("rejected more connections", with the last address and reason) at most
+// every 10 seconds and once more when formation ends, so a port scanner or
+// a misdirected client that retries cannot flood the log.
 //
 // # Shared memory between ranks on one host
 //
 // Right after formation, the two ranks of every link whose addresses have
-// the same host part offer each other a ring for their outbound direction:
-// a 4 MiB byte ring in a fresh file under /dev/shm (mode 0600, a random
-// name and a random token in its first page), sent over the link's own
-// authenticated socket. Each side maps the peer's file, checks the token
-// and answers; the creator unlinks its file once the answer arrives, so no
-// file outlives the handshake. When both directions were accepted the
-// link's frames travel through the rings instead of the sockets (same
+// the same host part offer each other a ring for their outbound direction,
+// over the link's own authenticated socket: a 4 MiB byte ring in an
+// anonymous memory file (memfd_create(2)) with a random token in its first
+// page. Such a file never has a name in any directory, so no kill at any
+// moment (of a rank, or of gorun with its ranks) can leave one behind in
+// /dev/shm: the memory is freed with the last descriptor or mapping of it.
+// It counts against the rank's memory (its cgroup's limit), not against
+// the size of /dev/shm, which a container may keep small. The offer names the file as "/proc/<pid>/fd/<fd>", the descriptor
+// in the offering process, which keeps it open until the answer arrives;
+// the peer opens that path, which the kernel allows only to a process of
+// the same user on the same host in the same pid namespace, checks that it
+// is a ring-sized file whose size is sealed (so neither side can shrink it
+// under the other's mapping), maps it, checks the token and answers. (The
+// alternative, passing the descriptor with SCM_RIGHTS, would need a Unix
+// socket and a second authenticated handshake per link.) The offering side
+// reserves the file's pages (fallocate) and seals its size before
+// offering, so memory that runs short makes the link stay on TCP instead
+// of killing a rank with SIGBUS later. When both directions were accepted
+// the link's frames travel through the rings instead of the sockets (same
 // frames, same checks): the sender copies into the ring, the receiver
 // copies out, and a side with nothing to do sleeps in futex(2) on a
 // counter the other side bumps, after polling for a while (busy when the
-// host has a processor per rank, else yielding to other processes). The sockets stay open and idle as the liveness signal: a
-// peer that exits, crashes or closes its transport closes them, frames it
-// had written are still delivered, and then the link fails with
-// collective.ErrPeerGone. Where /dev/shm is missing or not shared between
-// the two processes, the offer is refused and the link stays on TCP.
+// host has a processor per rank, else yielding to other processes). The
+// sockets stay open and idle as the liveness signal: a peer that exits,
+// crashes or closes its transport closes them, frames it had written are
+// still delivered, and then the link fails with collective.ErrPeerGone.
+// Where a ring cannot be made or the peer's cannot be opened (no memory,
+// another pid namespace, another user), the link stays on TCP, and the
+// rank logs one Warn line that names every such peer and the cause.
 // Config.DisableSharedMemory (gorun --no-shared-memory) keeps every link
 // on TCP.
 //

@@ -14,14 +14,25 @@ import (
 // LocalMesh forms a mesh of size ranks inside this process over loopback
 // TCP: it listens on 127.0.0.1:0 for every rank and runs every rank's
 // Connect at once. Element i of the result has rank i. A nil secret means a
-// fresh random one. Tests and in-process benchmarks use it; the caller
-// closes every transport.
+// fresh random one. All ranks share one host, so as in a real job every
+// link moves its frames through shared memory where it can (see LinkPath);
+// LocalMeshConfig with DisableSharedMemory keeps them on TCP. Tests and
+// in-process benchmarks use it; the caller closes every transport.
 func LocalMesh(ctx context.Context, size int, secret []byte) ([]collective.Transport, error) {
 	return localMesh(ctx, size, Config{Secret: secret})
 }
 
-// localMesh is LocalMesh with a template Config whose Rank, Size and Addrs
-// it fills in per rank.
+// LocalMeshConfig is LocalMesh with base as every rank's Config: it fills
+// in Rank, Size and Addrs per rank (whatever base holds there is ignored)
+// and, where Secret is nil, a fresh random secret. It lets tests and
+// benchmarks exercise the TCP path between ranks of one host
+// (DisableSharedMemory) or set a handshake timeout or a logger.
+func LocalMeshConfig(ctx context.Context, size int, base Config) ([]collective.Transport, error) {
+	return localMesh(ctx, size, base)
+}
+
+// localMesh is LocalMeshConfig; the package's own tests also set base's
+// unexported tuning fields.
 func localMesh(ctx context.Context, size int, base Config) ([]collective.Transport, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("tcptransport: mesh of %d ranks: %w", size, collective.ErrInvalid)

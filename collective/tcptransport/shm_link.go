@@ -2,10 +2,7 @@ package tcptransport
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,134 +26,6 @@ type shmLink struct {
 // newShmLink pairs a ring this rank writes with one it reads.
 func newShmLink(out, in *ring) *shmLink {
 	return &shmLink{out: out, in: in, mapped: true, failed: make(chan struct{}), done: make(chan struct{})}
-}
-
-// offerShm runs the shared-memory handshake on every link to a peer whose
-// address has this rank's host part, over the freshly formed sockets,
-// before any frame: each side offers a ring for its outbound direction
-// (the file's path and token), opens the peer's offer, and answers; a
-// direction is used only if both were accepted, else the link stays on TCP.
-// Links to other hosts exchange nothing. The result is indexed by peer.
-func offerShm(cfg Config, socks []lanes) []*shmLink {
-	links := make([]*shmLink, len(socks))
-	self := hostOf(cfg.Addrs[cfg.Rank])
-	type offer struct {
-		r          *ring
-		path       string
-		theirs     *ring
-		ok, failed bool
-	}
-	offers := make([]offer, len(socks))
-	eligible := func(peer int) bool {
-		return socks[peer].complete() && hostOf(cfg.Addrs[peer]) == self
-	}
-	deadline := time.Now().Add(cfg.HandshakeTimeout)
-	// 1: offer a ring (an empty offer if none could be made).
-	for peer := range socks {
-		if !eligible(peer) {
-			continue
-		}
-		o := &offers[peer]
-		r, path, token, err := createRing()
-		if err != nil {
-			path, token = "", nil
-		}
-		o.r, o.path = r, path
-		if writeOffer(socks[peer][laneOut], deadline, path, token) != nil {
-			o.failed = true
-		}
-	}
-	// 2: open the peer's ring and answer.
-	for peer := range socks {
-		o := &offers[peer]
-		if !eligible(peer) || o.failed {
-			continue
-		}
-		path, token, err := readOffer(socks[peer][laneIn], deadline)
-		if err != nil {
-			o.failed = true
-			continue
-		}
-		verdict := byte(0)
-		if path != "" {
-			if r, err := openRing(path, token); err == nil {
-				o.theirs, verdict = r, 1
-			}
-		}
-		if writeByte(socks[peer][laneOut], deadline, verdict) != nil {
-			o.failed = true
-		}
-	}
-	// 3: hear the peer's answer to our offer.
-	for peer := range socks {
-		o := &offers[peer]
-		if !eligible(peer) {
-			continue
-		}
-		if !o.failed {
-			v, err := readByte(socks[peer][laneIn], deadline)
-			o.ok = err == nil && v == 1
-		}
-		if o.path != "" {
-			os.Remove(o.path) // both sides have mapped it, or will not
-		}
-		if o.ok && o.theirs != nil && o.r != nil {
-			links[peer] = newShmLink(o.r, o.theirs)
-			continue
-		}
-		if o.r != nil {
-			o.r.unmap()
-		}
-		if o.theirs != nil {
-			o.theirs.unmap()
-		}
-	}
-	for _, l := range socks {
-		for _, s := range l {
-			if s != nil {
-				s.SetDeadline(time.Time{})
-			}
-		}
-	}
-	return links
-}
-
-func writeOffer(s *net.TCPConn, deadline time.Time, path string, token []byte) error {
-	b := binary.LittleEndian.AppendUint16(nil, uint16(len(path)))
-	b = append(append(b, path...), token...)
-	s.SetWriteDeadline(deadline)
-	_, err := s.Write(b)
-	return err
-}
-
-func readOffer(s *net.TCPConn, deadline time.Time) (string, []byte, error) {
-	s.SetReadDeadline(deadline)
-	var n [2]byte
-	if _, err := io.ReadFull(s, n[:]); err != nil {
-		return "", nil, err
-	}
-	size := int(binary.LittleEndian.Uint16(n[:]))
-	if size == 0 {
-		return "", nil, nil
-	}
-	b := make([]byte, size+tokenSize)
-	if _, err := io.ReadFull(s, b); err != nil {
-		return "", nil, err
-	}
-	return string(b[:size]), b[size:], nil
-}
-
-func writeByte(s *net.TCPConn, deadline time.Time, v byte) error {
-	s.SetWriteDeadline(deadline)
-	_, err := s.Write([]byte{v})
-	return err
-}
-
-func readByte(s *net.TCPConn, deadline time.Time) (byte, error) {
-	s.SetReadDeadline(deadline)
-	var b [1]byte
-	_, err := io.ReadFull(s, b[:])
-	return b[0], err
 }
 
 // watch blocks reading the link's idle inbound socket. The read ends when

@@ -2,23 +2,24 @@ package tcptransport
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 )
 
-// A ring is one direction of a same-host link in shared memory: a file in
-// /dev/shm mapped by both processes, holding a byte ring that the sender
-// copies frames into and the receiver copies them out of. The two sides
-// meet on four counters in the file's first page; a side with nothing to do
-// sleeps in futex(2) on the other side's counter.
+// A ring is one direction of a same-host link in shared memory: a memory
+// file with no name (see createRing) mapped by both processes, holding a
+// byte ring that the sender copies frames into and the receiver copies
+// them out of. The two sides meet on four counters in the file's first
+// page; a side with nothing to do sleeps in futex(2) on the other side's
+// counter.
 //
 // Layout (each counter on its own cache line):
 //
@@ -43,60 +44,110 @@ const (
 	futexWait, futexWake int = 0, 1
 )
 
-// shmDir is where rings are created: a tmpfs every process on the host
-// shares.
-var shmDir = "/dev/shm"
-
+// ring is one side's view of a ring: its mapping and its own position.
 type ring struct {
-	mem  []byte
-	data []byte
+	mem  []byte // the whole mapped file
+	data []byte // mem[ringHeader:], the byte ring
 	pos  uint64 // head for the writer, tail for the reader; only this side's
 }
 
+// u64 is the shared 64-bit counter at offset off of the file.
 func (r *ring) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+
+// u32 is the shared 32-bit word at offset off of the file.
 func (r *ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
 
-// createRing makes a fresh ring file with a random name and token and maps
-// it. The caller unlinks it once the peer has opened it (or refused).
-func createRing() (*ring, string, []byte, error) {
-	var name [16]byte
-	token := make([]byte, tokenSize)
-	rand.Read(name[:])
-	rand.Read(token)
-	path := filepath.Join(shmDir, "gorovod-"+hex.EncodeToString(name[:]))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+// createRing makes a fresh ring with a random token and maps it. The ring
+// lives in an anonymous memory file (see memfd) that never has a name in
+// any directory, so a process killed at any moment leaves nothing behind:
+// the memory goes when the last descriptor or mapping of it does. Its
+// pages are reserved and its size sealed before anyone can see it. The
+// caller offers the file to its peer as offerPath(f), keeps it open until
+// the peer has opened it (or refused), then closes it; the mapping stays.
+func createRing() (*ring, *os.File, []byte, error) {
+	f, err := memfd("gorovod-ring")
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, nil, err
 	}
-	defer f.Close()
-	// Reserve the pages now: a tmpfs that runs out of room later (a
-	// container's small /dev/shm) would kill the process with SIGBUS on a
-	// write, where a failure here only keeps the link on TCP.
-	if err := syscall.Fallocate(int(f.Fd()), 0, 0, ringFile); err != nil {
-		os.Remove(path)
-		return nil, "", nil, err
+	if err := prepareRingFile(f); err != nil {
+		f.Close()
+		return nil, nil, nil, err
 	}
 	r, err := mapRing(f)
 	if err != nil {
-		os.Remove(path)
-		return nil, "", nil, err
+		f.Close()
+		return nil, nil, nil, err
 	}
+	token := make([]byte, tokenSize)
+	rand.Read(token)
 	copy(r.mem[offToken:], token)
-	return r, path, token, nil
+	return r, f, token, nil
 }
 
-// openRing maps the ring file at path and checks that it carries token.
-func openRing(path string, token []byte) (*ring, error) {
-	if filepath.Dir(path) != shmDir || len(token) != tokenSize {
-		return nil, fmt.Errorf("bad ring offer %q", path)
+// prepareRingFile makes f private to this user, reserves its pages and
+// seals its size. Reserving now matters: memory that runs out later (a
+// full memory cgroup) would kill the process with SIGBUS on a write, where
+// a failure here only keeps the link on TCP. The seals stop either side
+// from shrinking the file under the other's mapping, which would do the
+// same.
+func prepareRingFile(f *os.File) error {
+	fd := int(f.Fd())
+	if err := syscall.Fchmod(fd, 0o600); err != nil {
+		return os.NewSyscallError("fchmod", err)
+	}
+	if err := syscall.Fallocate(fd, 0, 0, ringFile); err != nil {
+		return os.NewSyscallError("fallocate", err)
+	}
+	if _, err := fcntl(fd, fAddSeals, sealShrink|sealGrow|sealSeal); err != nil {
+		return os.NewSyscallError("fcntl(F_ADD_SEALS)", err)
+	}
+	return nil
+}
+
+// offerPath names f for a peer on this host: its descriptor under /proc.
+func offerPath(f *os.File) string {
+	return fmt.Sprintf(offerFormat, os.Getpid(), f.Fd())
+}
+
+// offerFormat is the form of a ring offer: the offering process's pid and
+// the descriptor of its ring's memory file.
+const offerFormat = "/proc/%d/fd/%d"
+
+// procDir is where openRing looks for an offered descriptor, in place of
+// the offer's "/proc". Tests point it elsewhere to make every offer fail.
+var procDir = "/proc"
+
+// ringPath checks that offer has the form offerPath makes and returns the
+// path to open it by.
+func ringPath(offer string) (string, error) {
+	var pid, fd int
+	_, err := fmt.Sscanf(offer, offerFormat, &pid, &fd)
+	if err != nil || pid <= 0 || fd < 0 || fmt.Sprintf(offerFormat, pid, fd) != offer {
+		return "", fmt.Errorf("malformed ring offer %q", offer)
+	}
+	return filepath.Join(procDir, strconv.Itoa(pid), "fd", strconv.Itoa(fd)), nil
+}
+
+// openRing maps the ring a peer offered (see offerPath) and checks it: a
+// memory file of the ring's size, sealed against resizing, that carries
+// token. Opening another process's descriptor through /proc works only on
+// this host, in the same pid namespace, for the same user: anywhere else
+// the offer fails here and the link stays on TCP.
+func openRing(offer string, token []byte) (*ring, error) {
+	path, err := ringPath(offer)
+	if err != nil {
+		return nil, err
+	}
+	if len(token) != tokenSize {
+		return nil, fmt.Errorf("ring offer %q: token of %d bytes, want %d", offer, len(token), tokenSize)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || st.Size() != ringFile {
-		return nil, fmt.Errorf("ring %s is not %d bytes", path, ringFile)
+	if err := checkRingFile(f); err != nil {
+		return nil, fmt.Errorf("ring %s: %w", path, err)
 	}
 	r, err := mapRing(f)
 	if err != nil {
@@ -104,19 +155,41 @@ func openRing(path string, token []byte) (*ring, error) {
 	}
 	if string(r.mem[offToken:offToken+tokenSize]) != string(token) {
 		r.unmap()
-		return nil, errors.New("ring token mismatch")
+		return nil, fmt.Errorf("ring %s: token mismatch", path)
 	}
 	return r, nil
 }
 
+// checkRingFile checks that f is a regular file of the ring's size whose
+// size is sealed (which only a memory file can be).
+func checkRingFile(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Size() != ringFile {
+		return fmt.Errorf("not a %d-byte file (%v, %d bytes)", ringFile, st.Mode(), st.Size())
+	}
+	seals, err := fcntl(int(f.Fd()), fGetSeals, 0)
+	if err != nil {
+		return os.NewSyscallError("fcntl(F_GET_SEALS)", err)
+	}
+	if want := sealShrink | sealGrow; seals&want != want {
+		return fmt.Errorf("size not sealed (seals %#x)", seals)
+	}
+	return nil
+}
+
+// mapRing maps the ring file f, shared and writable.
 func mapRing(f *os.File) (*ring, error) {
 	mem, err := syscall.Mmap(int(f.Fd()), 0, ringFile, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
-		return nil, err
+		return nil, os.NewSyscallError("mmap", err)
 	}
 	return &ring{mem: mem, data: mem[ringHeader:]}, nil
 }
 
+// unmap removes this process's mapping of the ring.
 func (r *ring) unmap() { _ = syscall.Munmap(r.mem) }
 
 // write copies p into the ring, waiting for space as needed. stop is
@@ -234,10 +307,12 @@ func (r *ring) sleep(seq, waiting int, still func() bool, stop func() error) err
 	return stop()
 }
 
+// futex runs futex(2) operation op on addr with val and no timeout.
 func futex(addr *uint32, op, val int) {
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), 0, 0, 0)
 }
 
+// futexTimed sleeps on addr while it holds val, for at most d.
 func futexTimed(addr *uint32, val uint32, d time.Duration) {
 	ts := syscall.NsecToTimespec(d.Nanoseconds())
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(futexWait), uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)

@@ -3,20 +3,23 @@ package tcptransport
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
 )
 
-// withShmDir points the rings at dir for one test.
-func withShmDir(t *testing.T, dir string) {
-	old := shmDir
-	shmDir = dir
-	t.Cleanup(func() { shmDir = old })
+// withProcDir makes openRing look for offered rings under dir for one
+// test.
+func withProcDir(t *testing.T, dir string) {
+	old := procDir
+	procDir = dir
+	t.Cleanup(func() { procDir = old })
 }
 
 // shmLinks counts the links of tr that run over shared memory.
@@ -30,39 +33,89 @@ func shmLinks(tr collective.Transport) int {
 	return n
 }
 
-// TestShmUsedOnOneHostAndUnlinked: a mesh of ranks on one host runs every
-// link over shared memory, and no ring file is left in the directory once
-// the mesh has formed (both sides hold a mapping; a crash leaks nothing).
-func TestShmUsedOnOneHostAndUnlinked(t *testing.T) {
-	dir := t.TempDir()
-	withShmDir(t, dir)
+// TestShmUsedOnOneHostAndNameless: a mesh of ranks on one host runs every
+// link over shared memory, and every ring is mapped from a file with no
+// name in any directory, so that a crash can leak nothing.
+func TestShmUsedOnOneHostAndNameless(t *testing.T) {
 	m := meshT(t, 3, Config{})
 	for r, tr := range m {
 		if n := shmLinks(tr); n != 2 {
 			t.Errorf("rank %d: %d shared-memory links, want 2", r, n)
 		}
 	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Errorf("%d ring files left in %s", len(left), dir)
+	rings, err := ringMappings(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rings) < 12 { // 3 links, 2 rings each, mapped by both ranks
+		t.Errorf("%d rings mapped, want at least 12", len(rings))
+	}
+	for _, path := range rings {
+		if named(path) {
+			t.Errorf("a ring is mapped from %s, which has a name", path)
+		}
 	}
 	exchange(t, m[0], m[2])
 }
 
+// TestShmRingHasNoLink: the file behind a new ring has no link in any
+// directory from the moment it exists, and a peer reaches it only through
+// the offering process's descriptor.
+func TestShmRingHasNoLink(t *testing.T) {
+	r, f, token, err := createRing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.unmap()
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Nlink != 0 || st.Mode&0o777 != 0o600 {
+		t.Errorf("ring file: %d links, mode %#o; want 0 links, mode 0600", st.Nlink, st.Mode&0o777)
+	}
+	peer, err := openRing(offerPath(f), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer.unmap()
+	if _, err := openRing(offerPath(f), make([]byte, tokenSize)); err == nil {
+		t.Error("a ring opened with the wrong token")
+	}
+	if err := syscall.Ftruncate(int(f.Fd()), 4096); err == nil {
+		t.Error("a ring file could be shrunk under its mappings")
+	}
+}
+
 // TestShmOffOrUnavailableFallsBackToTCP: with shared memory turned off, or
-// a ring directory that does not exist, links stay on TCP and work.
+// offers that cannot be opened (as from another pid namespace), links stay
+// on TCP and work; in the second case each rank says so in one Warn line
+// that names every peer and the cause.
 func TestShmOffOrUnavailableFallsBackToTCP(t *testing.T) {
-	m := meshT(t, 2, Config{DisableSharedMemory: true})
+	var logs logBuffer
+	m := meshT(t, 2, Config{DisableSharedMemory: true, Logger: logs.logger()})
 	if shmLinks(m[0]) != 0 || shmLinks(m[1]) != 0 {
 		t.Error("shared memory used although turned off")
 	}
 	exchange(t, m[0], m[1])
-
-	withShmDir(t, "/nonexistent/gorovod")
-	m = meshT(t, 2, Config{})
-	if shmLinks(m[0]) != 0 || shmLinks(m[1]) != 0 {
-		t.Error("shared memory used without a ring directory")
+	if lines := logs.lines("shared memory"); len(lines) != 0 {
+		t.Errorf("shared memory turned off, yet logged: %s", lines)
 	}
-	exchange(t, m[0], m[1])
+
+	withProcDir(t, "/nonexistent/gorovod")
+	m = meshT(t, 3, Config{Logger: logs.logger()})
+	for r, tr := range m {
+		if shmLinks(tr) != 0 {
+			t.Errorf("rank %d: shared memory used although no offer can be opened", r)
+		}
+	}
+	exchange(t, m[0], m[2])
+	for r, peers := range []string{"[1 2]", "[0 2]", "[0 1]"} {
+		if n := len(logs.lines("level=WARN", fmt.Sprintf("rank=%d", r), "stay on TCP", `peers="`+peers, "/nonexistent/gorovod/")); n != 1 {
+			t.Errorf("rank %d: %d Warn lines naming peers %s and the cause, want 1; log:\n%s", r, n, peers, logs.lines())
+		}
+	}
 }
 
 // TestShmNotAcrossHosts: peers whose addresses have different host parts
