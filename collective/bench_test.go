@@ -10,14 +10,21 @@ import (
 	"github.com/gorovod/gorovod/kernels"
 )
 
-// BenchmarkAllreduceTCP: float32 sum over loopback TCP with n in-process
-// ranks. Throughput is reported as bus bandwidth's numerator (bytes per
-// rank); multiply by 2(n-1)/n for busbw.
-func BenchmarkAllreduceTCP(b *testing.B) {
+// BenchmarkAllreduceTCP: float32 sum over loopback TCP (shared memory
+// off, as between hosts) with n in-process ranks. Throughput is reported
+// as bus bandwidth's numerator (bytes per rank); multiply by 2(n-1)/n for
+// busbw.
+func BenchmarkAllreduceTCP(b *testing.B) { benchAllreduce(b, tcpMesh) }
+
+// BenchmarkAllreduceShm: the same over shared memory, as between ranks on
+// one host.
+func BenchmarkAllreduceShm(b *testing.B) { benchAllreduce(b, shmMesh) }
+
+func benchAllreduce(b *testing.B, mk meshFn) {
 	for _, n := range []int{2, 4} {
 		for _, size := range []int{4 << 10, 1 << 20, 64 << 20} {
 			b.Run(fmt.Sprintf("n%d/%dKiB", n, size>>10), func(b *testing.B) {
-				ts := tcpMesh(&testing.T{}, n)
+				ts := mk(b, n)
 				cs := make([]*collective.Comm, n)
 				bufs := make([][]float32, n)
 				for r := range n {

@@ -68,48 +68,81 @@ func TestAllgatherv(t *testing.T) {
 	}
 }
 
+// TestReduceScatter: sizes 1..8 and 16 × even splits of several totals
+// and uneven splits with empty chunks × every dtype × every op. Each
+// rank's share is checked against the closed-form values, as in the
+// all-reduce matrix.
 func TestReduceScatter(t *testing.T) {
 	for _, tr := range transports {
 		for _, n := range commSizes {
 			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
 				cs := newComms(t, tr.mk, n, collective.Options{SegmentBytes: 64, InlineBytes: 256})
-				for _, counts := range [][]int{nil, vcounts(n, 5), vcounts(n, 1000)} {
-					total := 4099
-					if counts != nil {
-						total = sum(counts)
-					}
-					bufs := make([][]float32, n)
-					for r := range bufs {
-						bufs[r] = make([]float32, total)
-						for i := range bufs[r] {
-							bufs[r][i] = float32(r + 1 + i%5)
-						}
-					}
-					mustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
-						return collective.ReduceScatter(context.Background(), c, bufs[r], counts, kernels.Average, collective.ReduceOptions{})
-					}))
-					own := counts
-					if own == nil {
-						own = make([]int, n)
-						for i := range own {
-							own[i] = total / n
-							if i < total%n {
-								own[i]++
-							}
-						}
-					}
-					off := offsets(own)
-					for r := range n {
-						for e := off[r]; e < off[r]+own[r]; e++ {
-							want := float32(float64(n*(n+1)/2+n*(e%5)) / float64(n))
-							if got := bufs[r][e]; got != want && (got-want)/want > 1e-6 {
-								t.Fatalf("counts %v rank %d element %d = %v, want %v", counts, r, e, got, want)
-							}
+				for _, l := range scatterLayouts(n) {
+					for _, dt := range kernels.DTypes {
+						for _, op := range kernels.Ops {
+							reduceScatterCase(t, cs, dt, op, l)
 						}
 					}
 				}
 			})
 		}
+	}
+}
+
+// scatterLayout is the split of a reduce-scatter: counts[i] elements for
+// rank i. An even one (larger chunks first) goes in as nil counts, which
+// must mean that split.
+type scatterLayout struct {
+	counts []int
+	even   bool
+}
+
+// scatterLayouts are the splits TestReduceScatter tries for n ranks: even
+// splits of 0, 1, n-1, n+1 and 1009 elements, and uneven ones, some with
+// empty chunks (every even rank's, in the last).
+func scatterLayouts(n int) []scatterLayout {
+	var out []scatterLayout
+	for _, total := range smallCounts(n) {
+		even := make([]int, n)
+		for i := range even {
+			even[i] = total / n
+			if i < total%n {
+				even[i]++
+			}
+		}
+		out = append(out, scatterLayout{even, true})
+	}
+	gaps := make([]int, n)
+	for i := 1; i < n; i += 2 {
+		gaps[i] = 3*i + 1
+	}
+	return append(out, scatterLayout{vcounts(n, 5), false}, scatterLayout{vcounts(n, 300), false}, scatterLayout{gaps, false})
+}
+
+// reduceScatterCase runs one reduce-scatter on every rank and checks each
+// rank's share (see checkReduced).
+func reduceScatterCase(t *testing.T, cs []*collective.Comm, dt kernels.DType, op kernels.Op, l scatterLayout) {
+	t.Helper()
+	n, total, off := len(cs), sum(l.counts), offsets(l.counts)
+	arg := l.counts
+	if l.even {
+		arg = nil
+	}
+	bufs := make([][]byte, n)
+	for r := range bufs {
+		bufs[r] = make([]byte, total*dt.Size())
+		fillPeriodic(dt, bufs[r], func(i int) float64 { return input(op, r, i) })
+	}
+	mustAll(t, onAll(t, cs, 60*time.Second, func(r int, c *collective.Comm) error {
+		return c.ReduceScatter(context.Background(), dt, bufs[r], arg, op, collective.ReduceOptions{})
+	}))
+	exact := make([]byte, total*dt.Size())
+	fillPeriodic(dt, exact, func(i int) float64 { return expected(dt, op, n, i) })
+	sz := dt.Size()
+	for r := range n {
+		lo, hi := off[r]*sz, (off[r]+l.counts[r])*sz
+		checkReduced(t, fmt.Sprintf("%v %v n=%d counts %v (even %t) rank %d", dt, op, n, l.counts, l.even, r),
+			dt, op, n, bufs[r][lo:hi], exact[lo:hi], off[r])
 	}
 }
 
@@ -211,21 +244,59 @@ func TestBarrierWaitsForEveryRank(t *testing.T) {
 	}
 }
 
+// TestScaleFactors: every rank multiplies its input by Prescale before the
+// reduction and the result by Postscale after it (Average folding in
+// 1/n), in an all-reduce and in each rank's share of a reduce-scatter.
+// The ranks give different inputs, so a rank that skipped the reduction
+// would show; with n = 4 every expected value is exact.
 func TestScaleFactors(t *testing.T) {
-	cs := newComms(t, memMesh, 4, collective.Options{})
-	bufs := make([][]float64, 4)
-	for r := range bufs {
-		bufs[r] = []float64{1, 2, 3}
+	const n, count = 4, 10
+	cases := []struct {
+		op     kernels.Op
+		o      collective.ReduceOptions
+		factor float64 // the result is factor × the plain sum
+	}{
+		{kernels.Average, collective.ReduceOptions{Prescale: 3, Postscale: 0.5}, 3 * 0.5 / n},
+		{kernels.Sum, collective.ReduceOptions{Prescale: 0.25}, 0.25},
+		{kernels.Sum, collective.ReduceOptions{Postscale: 2}, 2},
+		{kernels.Average, collective.ReduceOptions{}, 1.0 / n},
+		{kernels.Sum, collective.ReduceOptions{}, 1},
 	}
-	mustAll(t, onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
-		return collective.Allreduce(context.Background(), c, bufs[r], kernels.Average, collective.ReduceOptions{Prescale: 3, Postscale: 0.5})
-	}))
-	// mean of 3x is 3x, times 0.5.
-	for r := range bufs {
-		for i, v := range bufs[r] {
-			if want := float64(i+1) * 3 * 0.5; v != want {
-				t.Fatalf("rank %d element %d = %v, want %v", r, i, v, want)
+	// rank r gives (r+1)(i+1) at element i, so the plain sum is 10(i+1).
+	in := func(r, i int) float64 { return float64((r + 1) * (i + 1)) }
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			cs := newComms(t, tr.mk, n, collective.Options{})
+			for _, tc := range cases {
+				want := func(i int) float64 { return tc.factor * 10 * float64(i+1) }
+				ar, rs := make([][]float64, n), make([][]float64, n)
+				for r := range n {
+					ar[r], rs[r] = make([]float64, count), make([]float64, count)
+					for i := range count {
+						ar[r][i], rs[r][i] = in(r, i), in(r, i)
+					}
+				}
+				mustAll(t, onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
+					if err := collective.Allreduce(context.Background(), c, ar[r], tc.op, tc.o); err != nil {
+						return err
+					}
+					return collective.ReduceScatter(context.Background(), c, rs[r], nil, tc.op, tc.o)
+				}))
+				for r := range n {
+					for i, v := range ar[r] {
+						if v != want(i) {
+							t.Fatalf("%v %+v: all-reduce: rank %d element %d = %v, want %v", tc.op, tc.o, r, i, v, want(i))
+						}
+					}
+					// even split of 10 over 4 ranks: 3, 3, 2, 2 elements.
+					lo := []int{0, 3, 6, 8, 10}
+					for i := lo[r]; i < lo[r+1]; i++ {
+						if v := rs[r][i]; v != want(i) {
+							t.Fatalf("%v %+v: reduce-scatter: rank %d element %d = %v, want %v", tc.op, tc.o, r, i, v, want(i))
+						}
+					}
+				}
 			}
-		}
+		})
 	}
 }

@@ -15,27 +15,65 @@ import (
 	"github.com/gorovod/gorovod/kernels"
 )
 
-type meshFn func(t *testing.T, n int) []collective.Transport
+type meshFn func(t testing.TB, n int) []collective.Transport
 
-func memMesh(t *testing.T, n int) []collective.Transport {
+func memMesh(t testing.TB, n int) []collective.Transport {
 	return memtransport.NewNetwork(n).Transports()
 }
 
-func tcpMesh(t *testing.T, n int) []collective.Transport {
+// tcpMesh: n in-process ranks whose links all carry their frames over
+// loopback TCP (shared memory off), the path between ranks on different
+// hosts.
+func tcpMesh(t testing.TB, n int) []collective.Transport {
+	t.Helper()
+	return localMesh(t, n, tcptransport.TCP)
+}
+
+// shmMesh: n in-process ranks on one host as shipped, every link moving
+// its frames through shared-memory rings (its sockets only watch the peer).
+func shmMesh(t testing.TB, n int) []collective.Transport {
+	t.Helper()
+	return localMesh(t, n, tcptransport.SharedMemory)
+}
+
+// localMesh forms a tcptransport mesh of n ranks and fails t unless every
+// link took path.
+func localMesh(t testing.TB, n int, path tcptransport.Path) []collective.Transport {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ts, err := tcptransport.LocalMesh(ctx, n, bytes.Repeat([]byte{7}, 32))
+	cfg := tcptransport.Config{Secret: bytes.Repeat([]byte{7}, 32), DisableSharedMemory: path == tcptransport.TCP}
+	ts, err := tcptransport.LocalMeshConfig(ctx, n, cfg)
 	if err != nil {
-		t.Fatalf("tcp mesh of %d: %v", n, err)
+		t.Fatalf("%v mesh of %d: %v", path, n, err)
+	}
+	if err := checkPaths(ts, path); err != nil {
+		for _, tr := range ts {
+			tr.Close()
+		}
+		t.Fatal(err)
 	}
 	return ts
 }
 
+// checkPaths reports the first link of ts that did not take path.
+func checkPaths(ts []collective.Transport, path tcptransport.Path) error {
+	for r, tr := range ts {
+		for p := range ts {
+			if got := tcptransport.LinkPath(tr, p); p != r && got != path {
+				return fmt.Errorf("%v mesh of %d: the link from rank %d to %d is on %v", path, len(ts), r, p, got)
+			}
+		}
+	}
+	return nil
+}
+
+// transports are the meshes every collective runs on: in memory, over TCP
+// (between hosts) and over shared memory (on one host).
 var transports = []struct {
 	name string
 	mk   meshFn
-}{{"mem", memMesh}, {"tcp", tcpMesh}}
+}{{"mem", memMesh}, {"tcp", tcpMesh}, {"shm", shmMesh}}
 
 // newComms builds one communicator per rank and closes them at cleanup.
 func newComms(t *testing.T, mk meshFn, n int, opts collective.Options) []*collective.Comm {
@@ -197,20 +235,21 @@ func value(dt kernels.DType, b []byte, i int) float64 {
 	return float64(b[i])
 }
 
-// wrong counts the elements of b that differ from want beyond tol and
-// describes the first one.
-func wrong(dt kernels.DType, b []byte, want func(i int) float64, tol float64) (int, string) {
-	bad, first := 0, ""
+// wrong counts the elements of b that differ from want beyond tol on
+// either side and describes the first one; b holds elements first,
+// first+1, ... of the result.
+func wrong(dt kernels.DType, b []byte, first int, want func(i int) float64, tol float64) (int, string) {
+	bad, desc := 0, ""
 	for i := range len(b) / dt.Size() {
-		got, w := value(dt, b, i), want(i)
+		got, w := value(dt, b, i), want(first+i)
 		if math.Abs(got-w) > tol*math.Abs(w) {
 			if bad == 0 {
-				first = fmt.Sprintf("element %d = %v, want %v", i, got, w)
+				desc = fmt.Sprintf("element %d = %v, want %v", first+i, got, w)
 			}
 			bad++
 		}
 	}
-	return bad, first
+	return bad, desc
 }
 
 // period is a period of input and expected in the element index
@@ -226,8 +265,8 @@ func fillPeriodic(dt kernels.DType, b []byte, f func(i int) float64) {
 	}
 }
 
-// allreduceCase runs one all-reduce on every rank and checks every element:
-// byte for byte where the result is exact, within tolerance otherwise.
+// allreduceCase runs one all-reduce on every rank and checks every element
+// of every rank (see checkReduced).
 func allreduceCase(t *testing.T, cs []*collective.Comm, dt kernels.DType, op kernels.Op, count int) {
 	t.Helper()
 	n := len(cs)
@@ -240,17 +279,27 @@ func allreduceCase(t *testing.T, cs []*collective.Comm, dt kernels.DType, op ker
 		return c.Allreduce(context.Background(), dt, bufs[r], op, collective.ReduceOptions{})
 	})
 	mustAll(t, errs)
-	want := func(i int) float64 { return expected(dt, op, n, i) }
 	exact := make([]byte, count*dt.Size())
-	fillPeriodic(dt, exact, want)
-	tol := tolerance(dt, op)
+	fillPeriodic(dt, exact, func(i int) float64 { return expected(dt, op, n, i) })
 	for r := range bufs {
-		if bytes.Equal(bufs[r], exact) {
-			continue
-		}
-		if bad, first := wrong(dt, bufs[r], want, tol); bad > 0 || tol == 0 {
-			t.Fatalf("%v %v n=%d count=%d rank %d: %d wrong, first %s", dt, op, n, count, r, bad, first)
-		}
+		checkReduced(t, fmt.Sprintf("%v %v n=%d count=%d rank %d", dt, op, n, count, r), dt, op, n, bufs[r], exact, 0)
+	}
+}
+
+// checkReduced fails t unless got, elements first, first+1, ... of the
+// result of op over n ranks, holds the closed-form values (exact holds
+// them in dt): byte for byte, except Average in floats, whose 1/n scaling
+// may round and which must then lie within tolerance of the value on
+// either side.
+func checkReduced(t *testing.T, what string, dt kernels.DType, op kernels.Op, n int, got, exact []byte, first int) {
+	t.Helper()
+	if bytes.Equal(got, exact) {
+		return
+	}
+	tol := tolerance(dt, op)
+	want := func(i int) float64 { return expected(dt, op, n, i) }
+	if bad, desc := wrong(dt, got, first, want, tol); bad > 0 || tol == 0 {
+		t.Fatalf("%s: %d wrong, first %s", what, bad, desc)
 	}
 }
 

@@ -14,7 +14,12 @@ import "encoding/binary"
 //	[3+2n, 3+6n)     payload[r]   rank r writes the byte length of its
 //	                              uncached requests (uint32, little endian),
 //	                              others 0xFF, so Min yields rank r's value
-//	[3+6n, ...)      cache bits   1 where the slot's request is pending
+//	[3+6n, 3+7n)     answer[r]    every rank writes answerOK; a rank that
+//	                              rank r did not answer in this exchange,
+//	                              or whose link to r broke, lowers it (see
+//	                              Engine.exchange), so the verdict reaches
+//	                              every rank that is still exchanging
+//	[3+7n, ...)      cache bits   1 where the slot's request is pending
 //
 // The cache bit count is the response cache's span, the same on every rank.
 type controlVector struct {
@@ -29,12 +34,19 @@ const (
 	ctlHeader     = 3
 )
 
+// Answer codes, ordered so that Min keeps the worst one seen by any rank.
+const (
+	answerSilent byte = 0 // did not answer within the time limit
+	answerGone   byte = 1 // its link broke during the exchange
+	answerOK     byte = 2 // answered (or nobody waited for it in vain)
+)
+
 // reset sizes the vector for span cache bits and fills it with neutral
 // values: every flag 1, every other rank's payload 0xFF, this rank's 0,
-// every cache bit 0.
+// every answer answerOK, every cache bit 0.
 func (v *controlVector) reset(rank, size, span int) {
 	v.rank, v.size = rank, size
-	n := ctlHeader + 6*size + span
+	n := ctlHeader + 7*size + span
 	if cap(v.b) < n {
 		v.b = make([]byte, n)
 	}
@@ -47,7 +59,11 @@ func (v *controlVector) reset(rank, size, span int) {
 		p[i] = 0xFF
 	}
 	binary.LittleEndian.PutUint32(p[4*rank:], 0)
-	clear(v.b[ctlHeader+6*size:])
+	a := v.b[ctlHeader+6*size : ctlHeader+7*size]
+	for i := range a {
+		a[i] = answerOK
+	}
+	clear(v.b[ctlHeader+7*size:])
 }
 
 func b2u(b bool) byte {
@@ -74,7 +90,35 @@ func (v *controlVector) setPayload(n int) {
 }
 
 // setBit marks cache slot as pending (or, for a joined rank, not objected to).
-func (v *controlVector) setBit(slot int) { v.b[ctlHeader+6*v.size+slot] = 1 }
+func (v *controlVector) setBit(slot int) { v.b[ctlHeader+7*v.size+slot] = 1 }
+
+// answerAt is the index of rank r's answer code in b.
+func (v *controlVector) answerAt(r int) int { return ctlHeader + 6*v.size + r }
+
+// lowerAnswer records that rank r failed this rank's exchange with code
+// (answerSilent or answerGone); a worse code already there stays.
+func (v *controlVector) lowerAnswer(r int, code byte) {
+	i := v.answerAt(r)
+	v.b[i] = min(v.b[i], code)
+}
+
+// answered reports whether no rank has recorded a failure of rank r so far
+// (during the exchange: as far as this rank has heard).
+func (v *controlVector) answered(r int) bool { return v.b[v.answerAt(r)] == answerOK }
+
+// unanswered returns, after the exchange, the ranks that some rank found
+// silent and those whose links broke, in rank order.
+func (v *controlVector) unanswered() (silent, gone []int) {
+	for r := range v.size {
+		switch v.b[v.answerAt(r)] {
+		case answerSilent:
+			silent = append(silent, r)
+		case answerGone:
+			gone = append(gone, r)
+		}
+	}
+	return silent, gone
+}
 
 // joined returns, after the reduction, which ranks are joined.
 func (v *controlVector) joined() []bool { return v.zeros(ctlHeader) }
@@ -100,4 +144,4 @@ func (v *controlVector) payloads() []int {
 }
 
 // bits returns the cache bits (a view into the vector).
-func (v *controlVector) bits() []byte { return v.b[ctlHeader+6*v.size:] }
+func (v *controlVector) bits() []byte { return v.b[ctlHeader+7*v.size:] }

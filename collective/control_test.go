@@ -23,6 +23,14 @@ func TestControlVector(t *testing.T) {
 			vs[r].setBit(s)
 		}
 	}
+	vs[0].lowerAnswer(2, answerGone)
+	vs[1].lowerAnswer(2, answerSilent) // the worse code wins
+	vs[2].lowerAnswer(1, answerGone)
+	vs[2].lowerAnswer(1, answerSilent)
+	vs[2].lowerAnswer(1, answerGone) // and stays
+	if vs[0].answered(2) || !vs[0].answered(1) || vs[2].answered(1) {
+		t.Fatal("answers before the reduction")
+	}
 	got := vs[0]
 	got.b = bytes.Clone(vs[0].b)
 	for _, v := range vs[1:] {
@@ -36,9 +44,15 @@ func TestControlVector(t *testing.T) {
 	if fmt.Sprint(got.joined(), got.shutdown(), got.payloads(), got.bits()) != "[false false true] [false false false] [0 70000 3] [1 0 0 0 1]" {
 		t.Fatalf("joined %v shutdown %v payloads %v bits %v", got.joined(), got.shutdown(), got.payloads(), got.bits())
 	}
+	if silent, gone := got.unanswered(); fmt.Sprint(silent, gone) != "[1 2] []" {
+		t.Fatalf("silent %v gone %v, want [1 2] []", silent, gone)
+	}
 	// A reset reuses the buffer and clears the old contents.
 	vs[0].reset(0, n, 2)
-	if len(vs[0].b) != ctlHeader+6*n+2 || vs[0].bits()[0] != 0 || fmt.Sprint(vs[0].payloads()) != "[0 4294967295 4294967295]" {
+	if len(vs[0].b) != ctlHeader+7*n+2 || vs[0].bits()[0] != 0 || fmt.Sprint(vs[0].payloads()) != "[0 4294967295 4294967295]" {
 		t.Fatalf("after reset: %v", vs[0].b)
+	}
+	if silent, gone := vs[0].unanswered(); silent != nil || gone != nil {
+		t.Fatalf("after reset: silent %v gone %v", silent, gone)
 	}
 }

@@ -53,6 +53,7 @@ type loopState struct {
 	stall      stallInspector
 	tl         *timeline
 	running    []*task // the current cycle's tasks, failed if it breaks
+	xs         exchangeState
 }
 
 func (e *Engine) initLoop() {
@@ -63,6 +64,7 @@ func (e *Engine) initLoop() {
 	if e.cfg.Timeline != nil && e.rank == 0 {
 		e.tl = newTimeline(e.cfg.Timeline, e.now())
 	}
+	e.initExchange()
 }
 
 // run is the engine's goroutine.
@@ -160,10 +162,7 @@ func (e *Engine) cycle(ctx context.Context, stopping bool) (idle bool, err error
 	if err := e.buildControl(start, stopping); err != nil {
 		return false, err
 	}
-	e.waitSince.Store(start.UnixNano())
-	err = e.c.Allreduce(ctx, kernels.U8, e.ctl.b, kernels.Min, ReduceOptions{})
-	e.waitSince.Store(0)
-	if err != nil {
+	if err := e.exchange(ctx); err != nil {
 		return false, err
 	}
 	if err := e.checkStop(); err != nil {
@@ -334,6 +333,11 @@ func (e *Engine) gather(ctx context.Context, now time.Time) error {
 	}
 	buf := e.recv[:total]
 	copy(buf[off:], e.send)
+	if e.cfg.OpTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.OpTimeout)
+		defer cancel()
+	}
 	if err := e.c.Allgather(ctx, kernels.U8, buf, sizes); err != nil {
 		return err
 	}

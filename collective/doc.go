@@ -45,10 +45,11 @@
 //  2. contributes to one small all-reduce with op Min over a uint8 control
 //     vector: flags (no uncached requests, idle, no stall abort), one
 //     "not joined" and one "not shutting down" byte per rank, each rank's
-//     payload length (its own field, 0xFF elsewhere, so Min yields it) and
-//     one bit per response-cache slot, set where the request cached in
-//     that slot is pending here. Min is a logical AND: a slot set on every
-//     rank is ready everywhere;
+//     payload length (its own field, 0xFF elsewhere, so Min yields it), one
+//     answer code per rank (see NoAnswerError) and one bit per
+//     response-cache slot, set where the request cached in that slot is
+//     pending here. Min is a logical AND: a slot set on every rank is
+//     ready everywhere;
 //  3. if any rank has uncached requests, all-gathers their serialized form
 //     (all-gatherv, sized by step 2) into the message table that every
 //     rank keeps identically;
@@ -77,8 +78,14 @@
 // sum and average all-reduces with zeros, and Join returns once every rank
 // has joined. The stall inspector reports names that some ranks submitted
 // and others did not (rank 0 logs; after StallShutdown every rank fails);
-// a watchdog covers ranks that submitted nothing at all. Rank 0 can write a
-// Chrome-trace timeline of every tensor's negotiation and execution.
+// a watchdog warns about ranks that do not negotiate at all (they have
+// submitted nothing, or are stopped). The control all-reduce of step 2
+// bounds each of its waits (OpTimeout, or StallShutdown when shorter): a
+// rank that misses its deadline, or whose link breaks, is marked in an
+// answer section of the control vector that travels on with it, so every
+// rank still negotiating fails naming the same ranks (NoAnswerError). Rank
+// 0 can write a Chrome-trace timeline of every tensor's negotiation and
+// execution.
 //
 // # Tags and failures
 //

@@ -33,11 +33,31 @@ type EngineConfig struct {
 	CacheCapacity int
 	// StallWarning: tensors submitted by some ranks but not others for
 	// this long are logged (by rank 0) with the ranks that are missing
-	// them; 0 disables. StallShutdown: after this long every rank fails
-	// its pending operations with ErrStall; 0 means never.
+	// them, and a negotiation that has waited this long for ranks that do
+	// not negotiate at all (they have submitted nothing) is logged, by each
+	// waiting rank, with the ranks it waits for; 0 disables.
+	// StallShutdown: after this long every rank fails its pending
+	// operations with ErrStall, naming the missing ranks; 0 means never.
+	// For ranks that do not negotiate it acts as OpTimeout does (below,
+	// in real time), when it is shorter or OpTimeout is 0, with ErrStall.
 	StallWarning, StallShutdown time.Duration
-	// OpTimeout bounds each data-plane operation once every rank has
-	// submitted it; 0 means no bound.
+	// OpTimeout bounds every wait of an operation for another rank: each
+	// data-plane operation once every rank has submitted it, and each step
+	// of the negotiation that decides it. A rank that does not answer the
+	// negotiation within OpTimeout (it is stopped or hung, or, since an
+	// engine negotiates only while some rank has work, it has submitted
+	// nothing for that long while another rank waits with operations) is
+	// named in a *NoAnswerError that wraps ErrTimeout; the verdict travels
+	// with the negotiation, so every rank still negotiating fails with it.
+	// Each of the negotiation's log2(size)+2 or fewer steps allows one
+	// OpTimeout more than the step before it (a peer may itself have waited
+	// that long), so the ranks fail between OpTimeout and that many times
+	// OpTimeout after they began to wait. A rank that waits inside a
+	// data-plane operation (or the gather of new requests) names the peer
+	// it waited for in an *OpError that wraps ErrTimeout; the other ranks
+	// then see that rank leave (ErrPeerGone). Waiting for other ranks to
+	// submit a tensor while they keep negotiating is a stall, not a
+	// timeout. Measured in real time, not by Now. 0 means no bound.
 	OpTimeout time.Duration
 	// Timeline, when set on rank 0, receives a Chrome trace (JSON) of every
 	// tensor's negotiation and execution; the Engine does not close it.
@@ -101,7 +121,7 @@ type Engine struct {
 	done      chan struct{} // closed when the loop goroutine has left
 	watchDone chan struct{} // closed when the watchdog has left
 	cancel    context.CancelFunc
-	waitSince atomic.Int64 // unix ns when the current negotiation began, or 0
+	waiting   atomic.Pointer[exchangeWait] // the negotiation exchange in progress, for the watchdog
 
 	loopState // owned by the loop goroutine
 }

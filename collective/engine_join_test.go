@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,29 +106,45 @@ func keepTraining(r int, e *collective.Engine) error {
 func TestEngineJoinWithCachedAndFused(t *testing.T) {
 	const n = 2
 	es, _ := newEngines(t, memMesh, n, testConfig())
-	step := func(r int, e *collective.Engine) error {
+	// step all-reduces g0..g7, rank r giving [r+1, i] for g<i>, and
+	// records in wrongSum[r] a result other than the sum over the ranks
+	// that submitted (a joined rank gives zeros); it goes on, so that rank
+	// 0 still joins and rank 1's Join returns.
+	wrongSum := make([]error, n)
+	step := func(r int, e *collective.Engine, submitters int) error {
 		hs := make([]*collective.Handle, 8)
 		bufs := make([][]float32, 8)
 		for i := range hs {
-			bufs[i] = []float32{1, float32(i)}
+			bufs[i] = []float32{float32(r + 1), float32(i)}
 			hs[i] = e.Submit(allreduceReq(fmt.Sprint("g", i), kernels.F32, kernels.Sum, 2), kernels.AsBytes(bufs[i]))
 		}
-		return waitAll(hs)
+		if err := waitAll(hs); err != nil {
+			return err
+		}
+		for i, b := range bufs {
+			if want := []float32{float32(submitters * (submitters + 1) / 2), float32(submitters * i)}; !slices.Equal(b, want) && wrongSum[r] == nil {
+				wrongSum[r] = fmt.Errorf("rank %d with %d ranks submitting: g%d = %v, want %v", r, submitters, i, b, want)
+			}
+		}
+		return nil
 	}
-	onEngines(t, es, func(r int, e *collective.Engine) error { return step(r, e) }) // fills the cache
+	onEngines(t, es, func(r int, e *collective.Engine) error { return step(r, e, n) }) // fills the cache
 	onEngines(t, es, func(r int, e *collective.Engine) error {
 		if r == 1 {
 			_, err := e.Join(context.Background())
 			return err
 		}
 		for range 3 {
-			if err := step(r, e); err != nil {
+			if err := step(r, e, 1); err != nil {
 				return err
 			}
 		}
 		_, err := e.Join(context.Background())
 		return err
 	})
+	if err := errors.Join(wrongSum...); err != nil {
+		t.Fatal(err)
+	}
 	if st := es[1].Stats(); st.Cached < 3*8 {
 		t.Fatalf("joined rank did not take the cached path: %+v", st)
 	}

@@ -1,9 +1,6 @@
 package collective
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // inspect runs the stall inspector over the message table after a cycle:
 // rank 0 logs a warning naming the missing ranks; past the shutdown time
@@ -25,39 +22,56 @@ func (e *Engine) inspect(joined []bool) {
 	}
 }
 
-// watch is the watchdog goroutine: it notices a negotiation that waits
-// for ranks that are not negotiating at all (they submitted nothing, so
-// the message table cannot name them), warns after the stall warning time
-// and fails the Comm after the stall shutdown time.
+// watch is the watchdog goroutine. It notices a negotiation exchange that
+// waits for ranks that do not answer: ranks that have submitted nothing
+// since every rank was last idle (their engines are not negotiating, so
+// the message table cannot name them), or that are stopped or hung. Once
+// the exchange has waited the stall warning time it warns, once per
+// exchange, with the ranks the exchange waits for and the names pending
+// here. Failing is the exchange's own business: each of its hops ends
+// after OpTimeout or the stall shutdown time (see Engine.exchange).
 func (e *Engine) watch() {
 	defer close(e.watchDone)
-	limit := e.stall.threshold()
+	limit := e.cfg.StallWarning
 	if limit <= 0 {
 		return
 	}
 	tick := time.NewTicker(min(max(limit/4, 5*time.Millisecond), time.Second))
 	defer tick.Stop()
-	var warned int64
+	var warned *exchangeWait
 	for {
 		select {
 		case <-e.done:
 			return
 		case <-tick.C:
 		}
-		since := e.waitSince.Load()
-		if since == 0 {
+		w := e.waiting.Load()
+		if w == nil || w == warned {
 			continue
 		}
-		waited := e.now().Sub(time.Unix(0, since))
-		if w := e.cfg.StallWarning; w > 0 && waited >= w && warned != since {
-			warned = since
-			e.log.Warn("collective: negotiation is waiting for ranks that have submitted nothing",
-				"waited", waited.Round(time.Millisecond), "hint", stallHint)
-		}
-		if s := e.cfg.StallShutdown; s > 0 && waited >= s {
-			e.c.Abort(fmt.Errorf("%w: rank %d waited %v for the other ranks to negotiate; shutting down: %s",
-				ErrStall, e.rank, waited.Round(time.Millisecond), stallHint))
-			return
+		if waited := e.now().Sub(w.since); waited >= limit {
+			warned = w
+			e.log.Warn("collective: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
+				"missing", w.missing(), "waited", waited.Round(time.Millisecond),
+				"tensors", nameList(w.pending, w.more), "hint", stallHint)
 		}
 	}
+}
+
+// missing names the ranks the exchange waits for at its current step:
+// "rank 1" when the awaited message carries one rank's answer only, "one
+// or more of ranks [2 3]" when it would carry several (a rank that waits
+// for a silent one cannot answer either).
+func (w *exchangeWait) missing() string {
+	var from []int
+	if i := int(w.step.Load()); i < len(w.hops) {
+		from = w.hops[i].from
+	}
+	switch len(from) {
+	case 0:
+		return "a rank that does not read what this rank sends"
+	case 1:
+		return rankList(from)
+	}
+	return "one or more of " + rankList(from)
 }

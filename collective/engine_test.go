@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -208,9 +209,16 @@ func otherKinds(r int, e *collective.Engine, step int) error {
 	if fmt.Sprint(bc) != "[20 21]" {
 		return fmt.Errorf("broadcast = %v", bc)
 	}
+	// splits [1 2 3]: every rank sends r+1 elements (its rank) to rank r.
 	out, shape = hs[2].Output()
-	if v := kernels.FromBytes[uint8](out); len(v) != 3*(r+1) || v[0] != 0 || v[len(v)-1] != 2 || shape[0] != 3*(r+1) {
-		return fmt.Errorf("alltoall = %v %v", v, shape)
+	var wantA2A []uint8
+	for p := range 3 {
+		for range r + 1 {
+			wantA2A = append(wantA2A, uint8(p))
+		}
+	}
+	if v := kernels.FromBytes[uint8](out); !slices.Equal(v, wantA2A) || !slices.Equal(shape, []int{3 * (r + 1)}) {
+		return fmt.Errorf("alltoall = %v %v, want %v [%d]", v, shape, wantA2A, 3*(r+1))
 	}
 	out, shape = hs[3].Output()
 	want := [][]int32{{3, 6, 9}, {12, 15}, {18, 21}}[r]
@@ -328,20 +336,27 @@ func TestEngineLargeNotFused(t *testing.T) {
 		cfg.CycleTime = 50 * time.Millisecond // every submission lands in the first cycle
 		es, _ := newEngines(t, memMesh, 2, cfg)
 		const n = 8
+		// rank r gives r+i+j%7 at element j of tensor s<i>.
 		bufs := make([][][]float32, 2)
 		onEngines(t, es, func(r int, e *collective.Engine) error {
 			hs := make([]*collective.Handle, n)
 			bufs[r] = make([][]float32, n)
 			for i := range n {
 				bufs[r][i] = make([]float32, count)
-				bufs[r][i][0], bufs[r][i][count-1] = float32(r+i), 1
+				for j := range count {
+					bufs[r][i][j] = float32(r + i + j%7)
+				}
 				hs[i] = e.Submit(allreduceReq(fmt.Sprintf("s%d", i), kernels.F32, kernels.Sum, count), kernels.AsBytes(bufs[r][i]))
 			}
 			return waitAll(hs)
 		})
-		for i := range n {
-			if got := bufs[0][i]; got[0] != float32(2*i+1) || got[count-1] != 2 {
-				t.Fatalf("count %d: s%d = %v ... %v", count, i, got[0], got[count-1])
+		for r := range bufs {
+			for i := range n {
+				for j, got := range bufs[r][i] {
+					if want := float32(1 + 2*(i+j%7)); got != want {
+						t.Fatalf("count %d: rank %d s%d[%d] = %v, want %v", count, r, i, j, got, want)
+					}
+				}
 			}
 		}
 		st := es[0].Stats()

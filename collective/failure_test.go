@@ -100,28 +100,36 @@ func TestBrokenLinkMidOperation(t *testing.T) {
 	checkFailure(t, cs, errs, returned, fault, -1)
 }
 
-// TestPeerClosesOverTCP: a rank's transport closes mid-operation, as when
-// its process dies; every other rank's pending call fails quickly.
-func TestPeerClosesOverTCP(t *testing.T) {
-	const n = 4
-	cs := newComms(t, tcpMesh, n, collective.Options{SegmentBytes: 64 << 10})
-	var fault time.Time
-	timer := time.AfterFunc(30*time.Millisecond, func() { fault = time.Now(); cs[3].Close() })
-	defer timer.Stop()
-	returned := make([]time.Time, n)
-	errs := onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
-		// Keep all-reducing until the fault stops us.
-		buf := make([]float32, 1<<20)
-		for {
-			if err := collective.Allreduce(context.Background(), c, buf, kernels.Sum, collective.ReduceOptions{}); err != nil {
-				returned[r] = time.Now()
-				return err
-			}
+// TestPeerCloses: a rank's transport closes mid-operation, as when its
+// process dies; every other rank's pending call fails quickly, over TCP
+// (ranks on different hosts) and over shared memory (ranks on one host).
+func TestPeerCloses(t *testing.T) {
+	for _, tr := range transports {
+		if tr.name == "mem" {
+			continue // memtransport's faults are the tests above
 		}
-	})
-	checkFailure(t, cs, errs, returned, fault, 3)
-	if !errors.Is(errs[3], collective.ErrClosed) {
-		t.Fatalf("the closed rank reports %v, want ErrClosed", errs[3])
+		t.Run(tr.name, func(t *testing.T) {
+			const n = 4
+			cs := newComms(t, tr.mk, n, collective.Options{SegmentBytes: 64 << 10})
+			var fault time.Time
+			timer := time.AfterFunc(30*time.Millisecond, func() { fault = time.Now(); cs[3].Close() })
+			defer timer.Stop()
+			returned := make([]time.Time, n)
+			errs := onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
+				// Keep all-reducing until the fault stops us.
+				buf := make([]float32, 1<<20)
+				for {
+					if err := collective.Allreduce(context.Background(), c, buf, kernels.Sum, collective.ReduceOptions{}); err != nil {
+						returned[r] = time.Now()
+						return err
+					}
+				}
+			})
+			checkFailure(t, cs, errs, returned, fault, 3)
+			if !errors.Is(errs[3], collective.ErrClosed) {
+				t.Fatalf("the closed rank reports %v, want ErrClosed", errs[3])
+			}
+		})
 	}
 }
 
