@@ -104,10 +104,11 @@ type sshSpawner struct {
 //
 //	ssh -o BatchMode=yes -o ConnectTimeout=N -o ServerAliveInterval=30
 //	    -o ServerAliveCountMax=3 -T -x [-p PORT] [-i KEY] [EXTRA...] -- HOST
-//	    "exec /bin/sh -c '<wrapper>' gorovod-rank GRACE DIR NAME=value... -- ARGV..."
+//	    "exec /bin/sh -c '<wrapper>' gorovod-rank GRACE DIR ARGV..."
 //
 // (one remote command string, every word shell-quoted; the remote login
-// shell must be a POSIX shell: sh, bash, dash, ksh or zsh).
+// shell must be a POSIX shell: sh, bash, dash, ksh or zsh). The rank's
+// environment is not on it: see below.
 //
 // Environment. The rank gets gorun's environment minus the variables that
 // describe gorun's own machine or session: HOME, USER, LOGNAME, SHELL,
@@ -120,11 +121,26 @@ type sshSpawner struct {
 // found as it is locally. On top come SSHConfig.ForwardEnv (which may name a
 // denied variable) and Command.Env, the GOROVOD_* contract, which wins.
 // Variables of gorun's whose names a shell cannot export are skipped; such a
-// name in ForwardEnv or Command.Env makes Spawn fail.
+// name in ForwardEnv or Command.Env makes Spawn fail, and so does a value
+// with a NUL byte or a NAME=value longer than 128 KiB (Linux's limit).
 //
-// Secret. GOROVOD_SECRET never appears on a command line: the spawner writes
-// it, and a newline, to ssh's standard input, and the wrapper reads that
-// line and exports it.
+// No variable, the secret included, ever appears on a command line, where
+// every user of either machine could read it (ps, /proc/PID/cmdline): the
+// spawner writes the whole environment to ssh's standard input, and the
+// wrapper reads it with the shell's read builtin, before anything else,
+// and exports it in the subshell that then execs the program. The stream
+// is
+//
+//	gorovod-env N\n        N, decimal: the number of variables
+//	NAME K\n               per variable: its name and the number K of
+//	LINE_0\n ... LINE_K\n  newlines in its value, then the value cut at
+//	                       its newlines into K+1 lines
+//
+// followed by the signal lines (see Liveness). Values travel byte for byte
+// (spaces, quotes, $, backquotes, newlines, any encoding; empty ones too),
+// and none is ever evaluated by a shell.
+// GOROVOD_SECRET comes only from Command.Env: the wrapper unsets any the
+// remote login has.
 //
 // Directory. The wrapper changes to Command.Dir (gorun's directory); where
 // that directory does not exist it warns on the rank's stderr and runs in
@@ -167,7 +183,7 @@ func (sp *sshSpawner) Spawn(ctx context.Context, s Slot, c Command, stdout, stde
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("runner: rank %d: %w", s.Rank, err)
 	}
-	argv, secret, err := sp.command(s.Host, c)
+	argv, env, err := sp.command(s.Host, c)
 	if err != nil {
 		return nil, fmt.Errorf("runner: rank %d on %s: %w", s.Rank, s.Host, err)
 	}
@@ -184,26 +200,37 @@ func (sp *sshSpawner) Spawn(ctx context.Context, s Slot, c Command, stdout, stde
 		return nil, fmt.Errorf("runner: rank %d on %s: start %s: %w", s.Rank, s.Host, strconv.Quote(argv[0]), err)
 	}
 	p.cmd, p.stdin = cmd, stdin
-	// The pipe holds far more than one line: this never blocks, and an
-	// error means ssh is already gone, which Wait reports.
-	_, _ = io.WriteString(stdin, secret+"\n")
+	// A usual environment fits in the pipe and this returns at once; a
+	// larger one waits for ssh to connect and pass it on. An error means
+	// ssh is already gone, which Wait reports; ctx ending first kills ssh.
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	_, _ = stdin.Write(env)
+	if !stop() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("runner: rank %d on %s: sending its environment: %w", s.Rank, s.Host, context.Cause(ctx))
+	}
 	return p, nil
 }
 
-// command returns the ssh argv that runs c on host, and the secret that goes
-// to ssh's standard input ("" when c.Env has none).
-func (sp *sshSpawner) command(host string, c Command) (argv []string, secret string, err error) {
+// command returns the ssh argv that runs c on host, and what goes to ssh's
+// standard input before any signal: the rank's environment, secret
+// included (sshEnvStream).
+func (sp *sshSpawner) command(host string, c Command) (argv []string, stdin []byte, err error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
-		return nil, "", fmt.Errorf("empty command")
+		return nil, nil, fmt.Errorf("empty command")
 	}
-	env, secret, err := sshEnviron(sp.environ(), sp.cfg.ForwardEnv, c.Env)
+	env, err := sshEnviron(sp.environ(), sp.cfg.ForwardEnv, c.Env)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	remote, err := sshRemoteCommand(ceilSeconds(sp.cfg.GracePeriod), c.Dir, env, c.Argv)
+	if stdin, err = sshEnvStream(env); err != nil {
+		return nil, nil, err
+	}
+	remote, err := sshRemoteCommand(ceilSeconds(sp.cfg.GracePeriod), c.Dir, c.Argv)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	argv = append([]string{sp.cfg.SSHPath}, sp.cfg.clientArgs(host)...)
-	return append(argv, remote), secret, nil
+	return append(argv, remote), stdin, nil
 }

@@ -6,67 +6,85 @@ import (
 	"strings"
 )
 
-// sshMaxCommand is the longest remote command: sshd hands it to the login
-// shell as the single argument of -c, and Linux limits one argument to
-// 128 KiB (MAX_ARG_STRLEN, with its NUL); so does the local execve of ssh.
-const sshMaxCommand = 128<<10 - 1
+// sshMaxArg is the longest remote command, and the longest NAME=value a
+// remote rank can get: sshd hands the command to the login shell as the
+// single argument of -c, and Linux limits one argument or environment
+// string to 128 KiB (MAX_ARG_STRLEN, with its NUL); so does the local
+// execve of ssh.
+const sshMaxArg = 128<<10 - 1
+
+// sshEnvTag starts the environment that the spawner writes to ssh's
+// standard input; see sshEnvStream.
+const sshEnvTag = "gorovod-env"
+
+// sshEnvReader is the part of sshWrapper that reads the environment from
+// standard input (see sshEnvStream) into positional parameters: each
+// variable becomes a word NAME=value in front of "--", so that nothing is
+// assigned, exported or evaluated while reading. Its own variables are
+// never exported, so no forwarded name can disturb it. A missing or
+// malformed record ends the wrapper with status 125. The shell's read
+// consumes no more than one line of a pipe, so the signal lines that
+// follow stay for the watcher.
+const sshEnvReader = `gorovod_bad() { echo "gorovod: incomplete or malformed environment on standard input" >&2; exit 125; }; ` +
+	`gorovod_nl=$(printf "\nx"); gorovod_nl=${gorovod_nl%x}; set -- -- "$@"; ` +
+	`IFS=" " read -r gorovod_tag gorovod_n || gorovod_bad; [ "$gorovod_tag" = ` + sshEnvTag + ` ] || gorovod_bad; ` +
+	`case $gorovod_n in ""|0?*|*[!0123456789]*) gorovod_bad;; esac; ` +
+	`while [ "$gorovod_n" -gt 0 ]; do ` +
+	`IFS=" " read -r gorovod_name gorovod_k || gorovod_bad; ` +
+	`case $gorovod_name in ""|[0123456789]*|*[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_]*) gorovod_bad;; esac; ` +
+	`case $gorovod_k in ""|0?*|*[!0123456789]*) gorovod_bad;; esac; ` +
+	`IFS= read -r gorovod_value || gorovod_bad; ` +
+	`while [ "$gorovod_k" -gt 0 ]; do IFS= read -r gorovod_line || gorovod_bad; ` +
+	`gorovod_value=$gorovod_value$gorovod_nl$gorovod_line; gorovod_k=$((gorovod_k - 1)); done; ` +
+	`set -- "$gorovod_name=$gorovod_value" "$@"; gorovod_n=$((gorovod_n - 1)); done; `
 
 // sshWrapper is the script that the remote /bin/sh runs, with positional
-// parameters GRACE DIR NAME=value... -- ARGV...; see NewSSHSpawner. It
+// parameters GRACE DIR ARGV...; see NewSSHSpawner. It
 //
-//  1. reads one line of standard input into GOROVOD_SECRET and exports it
-//     (unsets it when the line is empty);
+//  1. reads the environment from standard input (sshEnvReader);
 //  2. changes to DIR, or warns and stays in the home directory;
-//  3. exports each NAME=value up to "--" (the watcher keeps the remote
-//     PATH, to find sleep whatever PATH the rank gets);
-//  4. starts the watcher in the background: a subshell that ignores the
+//  3. starts the watcher in the background: a subshell that ignores the
 //     signals it forwards, sends each signal named by a further line of
 //     standard input to the session's process group (-$$), and at EOF sends
 //     SIGTERM, sleeps GRACE seconds and sends SIGKILL (its standard input
 //     goes through fd 3: an asynchronous list's is /dev/null otherwise);
-//  5. runs ARGV in the foreground, input from /dev/null (a foreground
-//     command keeps default SIGINT and SIGQUIT, which an asynchronous one
-//     would ignore), while its own traps keep it alive to collect the
+//  4. runs ARGV in the foreground, input from /dev/null, from a subshell
+//     that unsets GOROVOD_SECRET (the secret comes from gorun or not at
+//     all), exports each NAME=value word and execs ARGV: the wrapper's own
+//     shell never changes its variables, so the watcher keeps the remote
+//     PATH (to find sleep whatever PATH the rank gets). A foreground command
+//     keeps default SIGINT and SIGQUIT, which an asynchronous one would
+//     ignore, while the wrapper's own traps keep it alive to collect the
 //     status;
-//  6. kills the watcher (it holds no child while it reads) and exits with
+//  5. kills the watcher (it holds no child while it reads) and exits with
 //     ARGV's status.
 //
 // It is one line, so that even a csh-family login shell can pass it on.
-const sshWrapper = `gorovod_grace=$1 gorovod_dir=$2; shift 2; ` +
-	`IFS= read -r GOROVOD_SECRET || { echo "gorovod: no job secret on standard input" >&2; exit 125; }; ` +
-	`if [ -n "$GOROVOD_SECRET" ]; then export GOROVOD_SECRET; else unset GOROVOD_SECRET; fi; ` +
+const sshWrapper = `gorovod_grace=$1 gorovod_dir=$2; shift 2; ` + sshEnvReader +
 	`if [ -n "$gorovod_dir" ] && ! cd -- "$gorovod_dir" 2>/dev/null; then ` +
 	`echo "gorovod: warning: cannot change to directory $gorovod_dir on $(uname -n); running in $PWD" >&2; fi; ` +
-	`gorovod_path=$PATH; while [ $# -gt 0 ] && [ "$1" != -- ]; do export "$1" || exit 125; shift; done; shift; ` +
 	`trap : HUP INT QUIT TERM USR1 USR2; exec 3<&0; ` +
-	`( trap "" HUP INT QUIT TERM USR1 USR2; PATH=$gorovod_path; ` +
+	`( trap "" HUP INT QUIT TERM USR1 USR2; ` +
 	`while IFS= read -r gorovod_sig; do kill -s "$gorovod_sig" -- -$$; done; ` +
 	`kill -s TERM -- -$$; sleep "$gorovod_grace" </dev/null; kill -s KILL -- -$$ ) <&3 >/dev/null 2>&1 3<&- & ` +
 	`gorovod_watch=$!; exec 3<&-; ` +
-	`"$@" </dev/null; gorovod_status=$?; ` +
-	`kill -s KILL "$gorovod_watch" 2>/dev/null; exit "$gorovod_status"`
+	`( unset GOROVOD_SECRET; while [ "$1" != -- ]; do export "$1" || exit 125; shift; done; shift; exec "$@" ) </dev/null; ` +
+	`gorovod_status=$?; kill -s KILL "$gorovod_watch" 2>/dev/null; exit "$gorovod_status"`
 
 // sshWrapperName is $0 of the wrapper: the shell names it in its messages
-// ("gorovod-rank: 1: ./train: not found").
+// ("gorovod-rank: 1: exec: ./train: not found").
 const sshWrapperName = "gorovod-rank"
 
 // sshRemoteCommand returns the command string that ssh hands to the remote
-// login shell: exec /bin/sh -c WRAPPER gorovod-rank GRACE DIR ENV... -- ARGV...,
-// every variable word shell-quoted.
-func sshRemoteCommand(grace int, dir string, env, argv []string) (string, error) {
+// login shell: exec /bin/sh -c WRAPPER gorovod-rank GRACE DIR ARGV...,
+// every variable word shell-quoted. The environment is not part of it: it
+// goes to ssh's standard input (sshEnvStream).
+func sshRemoteCommand(grace int, dir string, argv []string) (string, error) {
 	words := []string{"exec", "/bin/sh", "-c", shellQuote(sshWrapper), sshWrapperName,
 		strconv.Itoa(grace), shellQuote(dir)}
 	if strings.Contains(dir, "\x00") {
 		return "", fmt.Errorf("working directory holds a NUL byte")
 	}
-	for _, kv := range env {
-		if strings.Contains(kv, "\x00") {
-			name, _, _ := strings.Cut(kv, "=")
-			return "", fmt.Errorf("variable %s holds a NUL byte", name)
-		}
-		words = append(words, shellQuote(kv))
-	}
-	words = append(words, "--")
 	for i, arg := range argv {
 		if strings.Contains(arg, "\x00") {
 			return "", fmt.Errorf("argument %d of the command holds a NUL byte", i)
@@ -74,11 +92,45 @@ func sshRemoteCommand(grace int, dir string, env, argv []string) (string, error)
 		words = append(words, shellQuote(arg))
 	}
 	cmd := strings.Join(words, " ")
-	if len(cmd) > sshMaxCommand {
-		return "", fmt.Errorf("the remote command (environment and arguments) is %d bytes, more than the %d a remote shell accepts",
-			len(cmd), sshMaxCommand)
+	if len(cmd) > sshMaxArg {
+		return "", fmt.Errorf("the remote command (wrapper, directory and arguments) is %d bytes, more than the %d a remote shell accepts",
+			len(cmd), sshMaxArg)
 	}
 	return cmd, nil
+}
+
+// sshEnvStream returns env (NAME=value entries) as the wrapper reads it
+// from ssh's standard input:
+//
+//	gorovod-env N        the tag and the number of variables, decimal
+//	NAME K               for each variable: its name and the number of
+//	LINE_0 ... LINE_K    newlines in its value, then the value cut at its
+//	                     newlines into K+1 lines, each ending in a newline
+//
+// Values are written as they are, byte for byte; only their newlines
+// matter to the framing, and the counts say where each value ends, so no
+// value can be read as a name, a count or a signal line. A name must be a
+// shell variable name; a value must not hold a NUL byte (no environment
+// string can) and NAME=value must fit in sshMaxArg bytes. Errors name the
+// variable, never its value.
+func sshEnvStream(env []string) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(sshEnvTag + " " + strconv.Itoa(len(env)) + "\n")
+	for _, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || !shellVarName(name):
+			return nil, fmt.Errorf("environment entry %q: want NAME=value with a shell variable name", clip(name, maxQuoted))
+		case strings.Contains(value, "\x00"):
+			return nil, fmt.Errorf("variable %s holds a NUL byte", name)
+		case len(kv) > sshMaxArg:
+			return nil, fmt.Errorf("variable %s is %d bytes with its name, more than the %d a remote program accepts",
+				name, len(kv), sshMaxArg)
+		}
+		b.WriteString(name + " " + strconv.Itoa(strings.Count(value, "\n")) + "\n")
+		b.WriteString(value + "\n")
+	}
+	return []byte(b.String()), nil
 }
 
 // shellQuote returns s as one word of a POSIX shell command: as it is when
@@ -109,9 +161,9 @@ func shellSpecial(r rune) bool {
 // sshEnviron returns the variables a remote rank gets, as NAME=value, each
 // name once and in order of first appearance: base (gorun's environment)
 // minus the deny list and names a shell cannot export, then the -x entries
-// of forward, then cmdEnv. GOROVOD_SECRET is taken out of all three; its
-// value in cmdEnv is returned as secret.
-func sshEnviron(base, forward, cmdEnv []string) (env []string, secret string, err error) {
+// of forward, then cmdEnv. GOROVOD_SECRET comes from cmdEnv only: it is
+// denied in base and skipped in forward.
+func sshEnviron(base, forward, cmdEnv []string) ([]string, error) {
 	var e sshEnv
 	for _, kv := range base {
 		if name, value, ok := strings.Cut(kv, "="); ok && shellVarName(name) && !sshDenied(name) {
@@ -121,7 +173,7 @@ func sshEnviron(base, forward, cmdEnv []string) (env []string, secret string, er
 	for _, fw := range forward {
 		name, value, hasValue := strings.Cut(fw, "=")
 		if !shellVarName(name) {
-			return nil, "", fmt.Errorf("forwarded variable %q: not a shell variable name", clip(name, maxQuoted))
+			return nil, fmt.Errorf("forwarded variable %q: not a shell variable name", clip(name, maxQuoted))
 		}
 		if !hasValue {
 			value, hasValue = sshLookupEnv(base, name)
@@ -132,19 +184,12 @@ func sshEnviron(base, forward, cmdEnv []string) (env []string, secret string, er
 	}
 	for _, kv := range cmdEnv {
 		name, value, ok := strings.Cut(kv, "=")
-		switch {
-		case !ok || !shellVarName(name):
-			return nil, "", fmt.Errorf("environment entry %q: want NAME=value with a shell variable name", clip(name, maxQuoted))
-		case name == EnvSecret:
-			secret = value
-		default:
-			e.set(name, value)
+		if !ok || !shellVarName(name) {
+			return nil, fmt.Errorf("environment entry %q: want NAME=value with a shell variable name", clip(name, maxQuoted))
 		}
+		e.set(name, value)
 	}
-	if strings.ContainsAny(secret, "\n\x00") {
-		return nil, "", fmt.Errorf("%s holds a newline or NUL byte", EnvSecret)
-	}
-	return e.entries(), secret, nil
+	return e.entries(), nil
 }
 
 // sshEnv is an ordered set of variables.

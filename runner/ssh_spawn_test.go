@@ -1,14 +1,17 @@
 package runner
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -302,4 +305,47 @@ func TestSSHLauncherKilled(t *testing.T) {
 	_ = cmd.Wait()
 	sshWaitGone(t, "local ssh client", client, 2*time.Second)
 	sshWaitGone(t, "remote program", remote, 10*time.Second)
+}
+
+// TestSSHSpawnContextEndsDuringEnv gives Spawn an environment larger than
+// a pipe holds and an ssh client that never reads it: when the context
+// ends, Spawn kills the client and returns the context's error.
+func TestSSHSpawnContextEndsDuringEnv(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stuck := filepath.Join(dir, "stuck-ssh")
+	if err := os.WriteFile(stuck, []byte("#!/bin/sh\necho $$ > \""+dir+"/pid\"\nexec sleep 60\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sp := NewSSHSpawner(SSHConfig{SSHPath: stuck}).(*sshSpawner)
+	sp.environ = func() []string { return []string{"BIG=" + strings.Repeat("x", 120<<10)} }
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pid := make(chan int, 1)
+	go func() { // "cancel-spawn": ends once the client runs, or after 10 s
+		defer cancel()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				time.Sleep(100 * time.Millisecond) // Spawn is blocked writing
+				pid <- n
+				return
+			}
+		}
+		pid <- 0
+	}()
+	p, err := sp.Spawn(ctx, Slot{Host: "h", Rank: 2}, Command{Argv: []string{"true"}}, io.Discard, io.Discard)
+	if err == nil {
+		_ = p.Kill()
+		_ = p.Wait()
+		t.Fatal("Spawn: no error, want the context's")
+	}
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "runner: rank 2 on h: sending its environment") {
+		t.Errorf("err = %v, want rank 2's context cancelled while sending its environment", err)
+	}
+	n := <-pid
+	if n == 0 {
+		t.Fatal("the stuck ssh client never ran")
+	}
+	sshWaitGone(t, "stuck ssh client", n, time.Second)
 }
