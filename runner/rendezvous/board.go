@@ -5,25 +5,54 @@ import (
 	"sync"
 )
 
-// board is the server's state: registrations, the key-value store and the
-// abort reason. Every change closes and replaces the changed channel, so
-// waiters (blocking calls) wake up and look again.
+// board is the server's state: registrations, grouped in rounds, the
+// key-value store and the abort reason. Every change closes and replaces
+// the changed channel, so waiters (blocking calls) wake up and look again.
+//
+// A job forms its mesh once per round. Round 1 starts with the server and
+// is complete once every rank has registered in it; its table is then
+// fixed. A rank whose runtime shut down (or gave up joining) leaves. When
+// it registers again, with the new address of its next runtime, it starts
+// the next round if its own round is complete, joins the next round if
+// another rank started it already, or takes its place again in a round
+// still forming. The next table is complete only once every rank has
+// registered in the new round, so a rank that re-registers early never
+// reads the stale addresses of the round before; that previous table stays
+// readable for the ranks of the old round that have not read it yet. A new
+// address for a rank that has not left is a conflict: two processes claim
+// the rank.
 type board struct {
-	mu      sync.Mutex
-	hosts   []string // planned host per rank; may be nil
-	peers   []Peer   // by rank; Addr == "" means not registered yet
-	count   int      // registered ranks
+	mu     sync.Mutex
+	hosts  []string // planned host per rank; may be nil
+	slots  []slot   // by rank
+	round  int      // the current round, from 1
+	table  []Peer   // the current round's table once complete; nil before
+	prev   []Peer   // the previous round's table; nil in round 1
+	single bool     // serve one round only (ServerConfig.SingleRound)
+
 	kv      map[string][]byte
 	aborted bool
 	reason  string
 	changed chan struct{}
-	all     chan struct{} // closed once every rank registered
+	all     chan struct{} // closed once every rank registered in round 1
 }
 
-func newBoard(size int, hosts []string) *board {
+// slot is one rank's latest registration.
+type slot struct {
+	Peer      // Addr == "": the rank never registered
+	round int // the round it registered in
+	left  bool
+}
+
+// in reports whether s holds a registration in round that has not left.
+func (s slot) in(round int) bool { return s.Addr != "" && !s.left && s.round == round }
+
+func newBoard(size int, hosts []string, single bool) *board {
 	return &board{
 		hosts:   hosts,
-		peers:   make([]Peer, size),
+		slots:   make([]slot, size),
+		round:   1,
+		single:  single,
 		kv:      make(map[string][]byte),
 		changed: make(chan struct{}),
 		all:     make(chan struct{}),
@@ -44,68 +73,144 @@ func (b *board) plannedHost(rank int) string {
 	return ""
 }
 
-// register records rank's address. It reports whether this was the first
-// registration of the rank and whether it completed the table;
-// registering the same address again is a no-op.
-func (b *board) register(rank int, host, addr string) (fresh, complete bool, err error) {
+// checkRankLocked refuses a rank out of range.
+func (b *board) checkRankLocked(rank int) error {
+	if rank < 0 || rank >= len(b.slots) {
+		return fmt.Errorf("%w: rank %d out of range [0, %d)", ErrBadRequest, rank, len(b.slots))
+	}
+	return nil
+}
+
+// register records rank's address. It reports whether this was a new
+// registration, whether it completed its round's table, and the round.
+// Registering the same address again is a no-op.
+func (b *board) register(rank int, host, addr string) (fresh, complete bool, round int, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.abortErrLocked(); err != nil {
-		return false, false, err
+		return false, false, 0, err
 	}
-	if rank < 0 || rank >= len(b.peers) {
-		return false, false, fmt.Errorf("%w: rank %d out of range [0, %d)", ErrBadRequest, rank, len(b.peers))
+	if err := b.checkRankLocked(rank); err != nil {
+		return false, false, 0, err
 	}
 	if addr == "" {
-		return false, false, fmt.Errorf("%w: rank %d registered an empty address", ErrBadRequest, rank)
+		return false, false, 0, fmt.Errorf("%w: rank %d registered an empty address", ErrBadRequest, rank)
 	}
 	if host == "" {
 		host = b.plannedHost(rank)
 	}
-	old := b.peers[rank]
+	old := b.slots[rank]
 	switch {
-	case old.Addr == addr:
-		return false, false, nil
-	case old.Addr != "":
-		return false, false, fmt.Errorf("%w: rank %d is registered at %s (host %s), not %s (host %s)",
+	case old.Addr == addr && !old.left:
+		return false, false, old.round, nil
+	case b.single && b.table != nil:
+		return false, false, 0, fmt.Errorf("%w: this rendezvous served its round and is closing; rank %d will find the next one at the same address",
+			ErrStopped, rank)
+	case old.Addr != "" && !old.left:
+		return false, false, 0, fmt.Errorf("%w: rank %d is registered at %s (host %s), not %s (host %s), and has not left",
 			ErrConflict, rank, old.Addr, old.Host, addr, host)
 	}
-	b.peers[rank] = Peer{Rank: rank, Host: host, Addr: addr}
-	b.count++
-	complete = b.count == len(b.peers)
-	if complete {
-		close(b.all)
+	if b.table != nil { // this rank's round is complete: it starts the next one
+		b.prev, b.table = b.table, nil
+		b.round++
+	}
+	b.slots[rank] = slot{Peer: Peer{Rank: rank, Host: host, Addr: addr}, round: b.round}
+	if complete = b.fullLocked(); complete {
+		b.table = make([]Peer, len(b.slots))
+		for r, s := range b.slots {
+			b.table[r] = s.Peer
+		}
+		if b.round == 1 {
+			close(b.all)
+		}
 	}
 	b.notifyLocked()
-	return true, complete, nil
+	return true, complete, b.round, nil
 }
 
-// tableLocked returns a copy of the table once every rank registered.
-func (b *board) tableLocked() ([]Peer, bool) {
-	if b.count < len(b.peers) {
-		return nil, false
+// fullLocked reports whether every rank is registered in the current round.
+func (b *board) fullLocked() bool {
+	for _, s := range b.slots {
+		if !s.in(b.round) {
+			return false
+		}
 	}
-	return append([]Peer(nil), b.peers...), true
+	return true
 }
 
-// missing lists the ranks not registered yet, with their planned hosts.
+// leave withdraws rank's registration at addr. It reports whether there
+// was one to withdraw; a registration that was replaced already stays.
+func (b *board) leave(rank int, addr string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.abortErrLocked(); err != nil {
+		return false, err
+	}
+	if err := b.checkRankLocked(rank); err != nil {
+		return false, err
+	}
+	s := &b.slots[rank]
+	if s.Addr != addr || s.left {
+		return false, nil
+	}
+	s.left = true
+	b.notifyLocked()
+	return true, nil
+}
+
+// tableLocked returns a copy of the table of the round that rank's
+// registration at addr belongs to, once that round is complete. Without
+// an address (a caller that never registered) it is the current round's.
+func (b *board) tableLocked(rank int, addr string) ([]Peer, bool) {
+	round := b.round
+	if addr != "" {
+		if rank < 0 || rank >= len(b.slots) || b.slots[rank].Addr != addr {
+			return nil, false
+		}
+		round = b.slots[rank].round
+	}
+	switch {
+	case round == b.round && b.table != nil:
+		return append([]Peer(nil), b.table...), true
+	case round == b.round-1:
+		return append([]Peer(nil), b.prev...), true
+	}
+	return nil, false
+}
+
+// missing lists the ranks not registered in the current round yet, with
+// their planned hosts; none once the round is complete.
 func (b *board) missing() []Peer {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.missingLocked()
+}
+
+func (b *board) missingLocked() []Peer {
+	if b.table != nil {
+		return nil
+	}
 	var out []Peer
-	for r, p := range b.peers {
-		if p.Addr == "" {
+	for r, s := range b.slots {
+		if !s.in(b.round) {
 			out = append(out, Peer{Rank: r, Host: b.plannedHost(r)})
 		}
 	}
 	return out
 }
 
-// registered is the number of ranks registered so far.
+// registered is the number of ranks registered in the current round.
 func (b *board) registered() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.count
+	return len(b.slots) - len(b.missingLocked())
+}
+
+// currentRound is the number of the current round, from 1.
+func (b *board) currentRound() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.round
 }
 
 // set stores a copy of value under key and wakes waiters.

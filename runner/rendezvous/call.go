@@ -72,9 +72,9 @@ func (c *Client) mapErr(method string, err error) error {
 	return fmt.Errorf("%w: %s: %v", ErrUnreachable, method, err)
 }
 
-// retry repeats attempt while the server is unreachable, until it
-// succeeds, fails for another reason, or ctx ends. Attempts that fail fast
-// are spaced minRedial apart.
+// retry repeats attempt while the server is unreachable or stopping (a
+// successor may take its address), until it succeeds, fails for another
+// reason, or ctx ends. Attempts that fail fast are spaced minRedial apart.
 func (c *Client) retry(ctx context.Context, op string, attempt func() error) error {
 	var last error
 	for {
@@ -87,7 +87,7 @@ func (c *Client) retry(ctx context.Context, op string, attempt func() error) err
 			return fmt.Errorf("%w; %s gave up: %w", last, op, ctx.Err())
 		case ctx.Err() != nil:
 			return fmt.Errorf("rendezvous: %s: %w", op, ctx.Err())
-		case !errors.Is(err, ErrUnreachable):
+		case !errors.Is(err, ErrUnreachable) && !errors.Is(err, ErrStopped):
 			return err
 		}
 		last = err
@@ -97,18 +97,20 @@ func (c *Client) retry(ctx context.Context, op string, attempt func() error) err
 	}
 }
 
-// poll repeats a blocking call (held up to pollWait by the server) until
-// done accepts a response, ctx ends, or an error other than an unreachable
-// server occurs. When ctx ends it returns ctx's error, and the last
-// unreachable error seen (if any) as unreachable.
-func (c *Client) poll(ctx context.Context, method, key string, done func(any) bool) (unreachable, err error) {
+// poll repeats a blocking call (req, held up to pollWait by the server)
+// until done accepts a response, ctx ends, or an error other than an
+// unreachable server occurs. When ctx ends it returns ctx's error, and the
+// last unreachable error seen (if any) as unreachable.
+func (c *Client) poll(ctx context.Context, method string, req waitReq, done func(any) bool) (unreachable, err error) {
 	for {
 		wait := pollWait
 		if dl, ok := ctx.Deadline(); ok {
 			wait = max(min(wait, time.Until(dl)), 0)
 		}
 		start := time.Now()
-		resp, err := c.call(ctx, method, &waitReq{Key: key, Wait: wait}, wait+c.opts.callTimeout)
+		r := req // a fresh request each time: an abandoned call may still hold the last one
+		r.Wait = wait
+		resp, err := c.call(ctx, method, &r, wait+c.opts.callTimeout)
 		switch {
 		case err == nil && done(resp):
 			return nil, nil

@@ -32,6 +32,9 @@ type Client struct {
 	conns  connSet
 	gate   gate // call and Watch goroutines
 	closed sync.Once
+
+	mu  sync.Mutex
+	reg *registerReq // the latest successful Register, until Leave
 }
 
 // Option configures Dial.

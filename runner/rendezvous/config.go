@@ -32,6 +32,12 @@ type ServerConfig struct {
 	// HandshakeTimeout bounds each connection's authentication;
 	// zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// SingleRound serves one registration round only, for a server that
+	// lives until its own rank's mesh is formed (rank 0's, in a job gorun
+	// did not start): once the table is complete, a registration with a
+	// new address fails with ErrStopped, and the client retries until the
+	// next server listens at the same address.
+	SingleRound bool
 }
 
 // validate checks every invariant and reports the first violated one.
@@ -66,8 +72,8 @@ func (c ServerConfig) withDefaults() ServerConfig {
 
 // String describes the config without the secret.
 func (c ServerConfig) String() string {
-	return fmt.Sprintf("rendezvous.ServerConfig{Addr:%q Size:%d Hosts:%q Secret:[redacted] HandshakeTimeout:%s}",
-		c.Addr, c.Size, c.Hosts, c.HandshakeTimeout)
+	return fmt.Sprintf("rendezvous.ServerConfig{Addr:%q Size:%d Hosts:%q Secret:[redacted] HandshakeTimeout:%s SingleRound:%t}",
+		c.Addr, c.Size, c.Hosts, c.HandshakeTimeout, c.SingleRound)
 }
 
 // GoString is String, so %#v does not print the secret either.
@@ -80,5 +86,6 @@ func (c ServerConfig) LogValue() slog.Value {
 		slog.Int("size", c.Size),
 		slog.Any("hosts", c.Hosts),
 		slog.Duration("handshake_timeout", c.HandshakeTimeout),
+		slog.Bool("single_round", c.SingleRound),
 	)
 }

@@ -22,10 +22,14 @@
 //
 //	Register(rank, host, addr)   record a rank; same address again is a no-op,
 //	                             another address for the rank is ErrConflict
-//	PeerTable(wait) → ready, []Peer
+//	                             unless the rank left (see Rounds)
+//	Leave(rank, addr)            the rank's runtime at addr shut down
+//	PeerTable(rank, addr, wait) → ready, []Peer
 //	                             held by the server until all Size ranks
-//	                             registered, or up to wait (≤ MaxWait)
-//	Missing() → []Peer           ranks not registered yet, with planned hosts
+//	                             registered in the caller's round, or up to
+//	                             wait (≤ MaxWait)
+//	Missing() → []Peer           ranks not registered in the current round
+//	                             yet, with planned hosts
 //	Set(key, value)              small key-value store (coordinator address,
 //	Get(key, wait) → found, value   small broadcasts); Get is held like PeerTable
 //	Ping()                       heartbeat
@@ -35,6 +39,22 @@
 // holds a call for a client that gave up. When the context ends,
 // Client.PeerTable asks Missing and fails with a *MissingError such as
 // "rendezvous: ranks 2 (host b), 3 (host b) never registered within 30s".
+//
+// # Rounds
+//
+// A process may shut its runtime down and join the job again (hvd.Init
+// after hvd.Shutdown, on every rank). Each such formation of the mesh is a
+// round. Round 1 is complete once every rank registered; a rank whose
+// runtime shut down leaves (Client.Leave), and its next registration, from
+// its new runtime's address, starts round 2 (or joins it). PeerTable
+// answers the table of the caller's own round, so a rank that comes back
+// early waits for every rank's new address instead of reading the old
+// ones, and a rank slow to read round 1's table still gets it. A
+// registration from a new address for a rank that has not left stays a
+// conflict: two processes claim the rank. A server made with SingleRound
+// (rank 0's, in a job that gorun did not start, which serves only until
+// its mesh forms) answers ErrStopped to registrations for a later round;
+// Register retries them until the next server takes the address.
 //
 // Errors returned by handlers travel as text and become the same sentinel
 // (ErrConflict, ErrAborted, ErrBadRequest, ErrStopped) on the client.

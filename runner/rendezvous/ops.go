@@ -8,25 +8,61 @@ import (
 
 // Register announces this rank: its host and the data-plane address peers
 // should dial. Registering the same address again is harmless; another
-// address for the same rank fails with ErrConflict. Retried while the
-// server is unreachable, until ctx ends.
+// address for the same rank fails with ErrConflict, unless the rank left
+// (Leave) since: then the new address joins the next round of
+// registrations, in which every rank forms its mesh anew. Retried while
+// the server is unreachable or stopping (a rank-0-hosted rendezvous is
+// replaced by the next one at the same address), until ctx ends. The
+// client remembers the registration for PeerTable and Leave.
 func (c *Client) Register(ctx context.Context, rank int, host, addr string) error {
 	req := &registerReq{Rank: rank, Host: host, Addr: addr}
-	return c.retry(ctx, "Register", func() error {
+	err := c.retry(ctx, "Register", func() error {
 		_, err := c.call(ctx, "Register", req, c.opts.callTimeout)
 		return err
 	})
+	if err == nil {
+		c.mu.Lock()
+		c.reg = req
+		c.mu.Unlock()
+	}
+	return err
 }
 
-// PeerTable waits until every rank has registered and returns the table,
-// ordered by rank. If ctx ends first, the error is a *MissingError naming
-// the ranks that never registered and their hosts ("rendezvous: ranks 2
-// (host b), 3 (host b) never registered within 30s"); it matches
-// ErrIncomplete and ctx's error. An abort fails it with ErrAborted.
+// Leave withdraws this client's registration (its latest Register): the
+// rank's runtime has shut down, or gave up joining. The rank's next
+// Register, with a new address, then starts or joins the next round if
+// its round was complete, or takes its place again in a round still
+// forming. Leave makes one attempt, bounded by ctx and the call timeout;
+// without a registration it does nothing.
+func (c *Client) Leave(ctx context.Context) error {
+	c.mu.Lock()
+	req := c.reg
+	c.reg = nil
+	c.mu.Unlock()
+	if req == nil {
+		return nil
+	}
+	_, err := c.call(ctx, "Leave", req, c.opts.callTimeout)
+	return err
+}
+
+// PeerTable waits until every rank has registered in the round of this
+// client's registration (the current round for a client that has not
+// registered) and returns that round's table, ordered by rank. If ctx ends
+// first, the error is a *MissingError naming the ranks that never
+// registered and their hosts ("rendezvous: ranks 2 (host b), 3 (host b)
+// never registered within 30s"); it matches ErrIncomplete and ctx's
+// error. An abort fails it with ErrAborted.
 func (c *Client) PeerTable(ctx context.Context) ([]Peer, error) {
 	start := time.Now()
 	var peers []Peer
-	_, err := c.poll(ctx, "PeerTable", "", func(resp any) bool {
+	req := waitReq{}
+	c.mu.Lock()
+	if c.reg != nil {
+		req.Rank, req.Addr = c.reg.Rank, c.reg.Addr
+	}
+	c.mu.Unlock()
+	_, err := c.poll(ctx, "PeerTable", req, func(resp any) bool {
 		r, ok := resp.(*tableResp)
 		if ok && r.Ready {
 			peers = r.Peers
@@ -98,7 +134,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	start := time.Now()
 	var val []byte
-	unreachable, err := c.poll(ctx, "Get", key, func(resp any) bool {
+	unreachable, err := c.poll(ctx, "Get", waitReq{Key: key}, func(resp any) bool {
 		r, ok := resp.(*getResp)
 		if ok && r.Found {
 			val = r.Value

@@ -41,7 +41,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		board:    newBoard(cfg.Size, cfg.Hosts),
+		board:    newBoard(cfg.Size, cfg.Hosts, cfg.SingleRound),
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -120,16 +120,21 @@ func (s *Server) Stop() {
 	<-s.done
 }
 
-// Registered is the number of ranks registered so far.
+// Registered is the number of ranks registered in the current round.
 func (s *Server) Registered() int { return s.board.registered() }
 
 // AllRegistered returns a channel that is closed once every rank has
-// registered.
+// registered in the first round.
 func (s *Server) AllRegistered() <-chan struct{} { return s.board.all }
 
-// Missing lists the ranks that have not registered yet, with their planned
-// hosts (Addr is empty).
+// Missing lists the ranks that have not registered in the current round
+// yet, with their planned hosts (Addr is empty).
 func (s *Server) Missing() []Peer { return s.board.missing() }
+
+// Round is the current registration round: 1 until a rank that left
+// (its runtime shut down) registers again, and one more each time the
+// ranks form their mesh anew.
+func (s *Server) Round() int { return s.board.currentRound() }
 
 // Abort makes every later call, and every blocked one, fail with an error
 // that wraps ErrAborted and carries reason; Watch loops report it. Only the

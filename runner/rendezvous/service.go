@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -16,22 +17,42 @@ func (v *service) Register(remote string, r *registerReq) error {
 		return err
 	}
 	defer v.s.handlers.leave()
-	fresh, complete, err := v.s.board.register(r.Rank, r.Host, r.Addr)
-	if err != nil {
+	fresh, complete, round, err := v.s.board.register(r.Rank, r.Host, r.Addr)
+	switch {
+	case errors.Is(err, ErrStopped):
+		v.s.log.Debug("rendezvous: registration for a later round refused", "rank", r.Rank, "remote", remote)
+		return err
+	case err != nil:
 		v.s.log.Warn("rendezvous: registration refused", "rank", r.Rank, "remote", remote, "err", err)
 		return err
 	}
 	if fresh {
-		v.s.log.Debug("rendezvous: rank registered", "rank", r.Rank, "host", r.Host, "addr", r.Addr, "remote", remote)
+		v.s.log.Debug("rendezvous: rank registered", "rank", r.Rank, "host", r.Host, "addr", r.Addr, "round", round, "remote", remote)
 	}
 	if complete {
-		v.s.log.Info("rendezvous: all ranks registered", "size", v.s.cfg.Size)
+		v.s.log.Info("rendezvous: all ranks registered", "size", v.s.cfg.Size, "round", round)
 	}
 	return nil
 }
 
-// PeerTable answers the full table, waiting up to r.Wait (at most
-// MaxWait) for the last registrations; Ready is false if they did not come.
+// Leave withdraws a rank's registration at r.Addr: its runtime shut down
+// or gave up joining, and its next registration may start a new round.
+func (v *service) Leave(remote string, r *registerReq) error {
+	if err := v.s.enter(); err != nil {
+		return err
+	}
+	defer v.s.handlers.leave()
+	left, err := v.s.board.leave(r.Rank, r.Addr)
+	if left {
+		v.s.log.Debug("rendezvous: rank left", "rank", r.Rank, "addr", r.Addr, "remote", remote)
+	}
+	return err
+}
+
+// PeerTable answers the table of the round that the caller's registration
+// (r.Rank at r.Addr) belongs to, or of the current round for a caller
+// that sends no address, waiting up to r.Wait (at most MaxWait) for the
+// round's last registrations; Ready is false if they did not come.
 func (v *service) PeerTable(r *waitReq) (*tableResp, error) {
 	if err := v.s.enter(); err != nil {
 		return nil, err
@@ -40,7 +61,7 @@ func (v *service) PeerTable(r *waitReq) (*tableResp, error) {
 	var peers []Peer
 	ready, err := v.s.await(r.Wait, func() bool {
 		var ok bool
-		peers, ok = v.s.board.tableLocked()
+		peers, ok = v.s.board.tableLocked(r.Rank, r.Addr)
 		return ok
 	})
 	if err != nil {

@@ -36,7 +36,7 @@ const (
 
 // Wire types, carried by gob inside gorpc's dispatcher envelope.
 type (
-	registerReq struct {
+	registerReq struct { // Register and Leave (which ignores Host)
 		Rank int
 		Host string
 		Addr string
@@ -44,6 +44,11 @@ type (
 	waitReq struct {
 		Key  string        // KV key; empty for PeerTable
 		Wait time.Duration // how long the server may hold the call
+		// Rank and Addr are the caller's registration, for PeerTable: the
+		// table answered is that of its round. An empty Addr (a caller that
+		// never registered, or an older client) asks for the current round.
+		Rank int
+		Addr string
 	}
 	tableResp struct {
 		Ready bool

@@ -1,0 +1,24 @@
+package rendezvous
+
+// Value returns a copy of the value that a rank stored under key with
+// Client.Set, and whether there is one. It lets the launcher read what
+// ranks report (runner reads why a failed rank failed this way).
+func (s *Server) Value(key string) ([]byte, bool) {
+	s.board.mu.Lock()
+	defer s.board.mu.Unlock()
+	v, ok := s.board.getLocked(key)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte{}, v...), true
+}
+
+// Changed returns a channel that is closed at the server's next change: a
+// rank registers, a value is set, or the job is aborted. Take the channel
+// before reading the state it guards (Registered, Missing, Value), so that
+// no change can fall between the two.
+func (s *Server) Changed() <-chan struct{} {
+	s.board.mu.Lock()
+	defer s.board.mu.Unlock()
+	return s.board.changed
+}
