@@ -68,7 +68,7 @@
 //	GOROVOD_STALL_SHUTDOWN_TIME  abort on a stall this long, 0 = never (0s)
 //	GOROVOD_TIMELINE             timeline file ("" = none)
 //	GOROVOD_LOG_LEVEL            debug, info, warn or error (info)
-//	GOROVOD_OP_TIMEOUT           per-operation timeout, 0 = none (0s)
+//	GOROVOD_OP_TIMEOUT           bound on every wait for another rank, negotiation included, 0 = none (10m)
 //	GOROVOD_SHARED_MEMORY        1: links between ranks on one host use shared memory, 0: TCP (1)
 //
 // Durations use Go syntax ("1ms", "60s", "1m30s"). Without GOROVOD_RANK a
@@ -119,8 +119,10 @@
 //     plus the -x variables (ForwardEnv), in gorun's working directory. The
 //     spawner is chosen per host: LocalSpawner for localhost, 127.0.0.1,
 //     ::1 and this machine's name (IsLocalHost), ssh for the others;
-//     Config.SpawnerFor replaces that choice. The first spawn failure stops
-//     the ranks already started.
+//     Config.SpawnerFor replaces that choice. A remote rank gets its
+//     environment, secret included, on ssh's standard input, never on a
+//     command line, where other users could read it (see NewSSHSpawner).
+//     The first spawn failure stops the ranks already started.
 //
 // Every line a rank writes reaches cfg.Stdout or cfg.Stderr whole, as
 // "[R]<stdout>: text" or "[R]<stderr>: text" (an unfinished last line is
@@ -128,8 +130,16 @@
 // OutputDir, DIR/rank.R/stdout and DIR/rank.R/stderr unprefixed. Verbose
 // logs the placement and each command, with the secret redacted.
 //
-// The first rank to fail — a non-zero exit, death by a signal, a lost ssh
-// connection — stops the job: Launch aborts the rendezvous with the reason
+// A failed rank — a non-zero exit, death by a signal, a lost ssh
+// connection — stops the job, but Launch first names the rank that failed
+// on its own. Ranks often fail because another did, and hvd ranks say so
+// through the rendezvous before they exit (FailedBecauseKey). Launch waits
+// up to 0.5 s after the first failure, or until every rank has ended, then
+// prefers a rank killed by a signal, then any other failure, over ranks
+// that blamed a peer, and the earliest among equals; if every failure so
+// far blamed a peer, it waits up to 3 s for the one they blamed. A rank
+// that exits, even with status 0, without registering while another rank
+// has registered also stops the job. Then Launch aborts the rendezvous with the reason
 // (ranks blocked in or watching it fail at once), sends SIGTERM to every
 // other rank (to its whole process group), SIGKILL after GracePeriod (3 s),
 // and returns an error that wraps the rank's *ExitError:

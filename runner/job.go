@@ -8,29 +8,46 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
 // killWait bounds how long Launch waits for ranks to be gone after SIGKILL
 // before it gives up on them.
 const killWait = 2 * time.Second
 
-// aborter is the part of the rendezvous server that the job uses.
-type aborter interface{ Abort(reason string) }
+// jobServer is the part of the rendezvous server that the job uses: it
+// aborts the rendezvous when the job stops, reads the ranks' reports of
+// why they failed, and sees which ranks have registered.
+type jobServer interface {
+	Abort(reason string)
+	Value(key string) ([]byte, bool)
+	Registered() int
+	Missing() []rendezvous.Peer
+	Changed() <-chan struct{}
+}
 
 // job is a launched set of ranks: it starts them, watches them, and stops
-// them all at the first failure. It is used by one goroutine, Launch's;
-// each started rank adds one goroutine that waits for it.
+// them all at the first failure, naming the rank that failed on its own
+// (blame.go). It is used by one goroutine, Launch's; each started rank
+// adds one goroutine that waits for it.
 type job struct {
 	cfg     Config
 	log     *slog.Logger
-	srv     aborter
+	srv     jobServer
 	out     *output
 	slots   []Slot
 	ranks   []*rankProc // by rank; nil until started
 	exits   chan rankExit
 	running int // ranks started and not yet exited
 
-	failure  error // what stopped the job: first failed rank, spawn error or interrupt
+	fails    []failedRank     // ranks failed before the job stopped, in order of exit
+	choose   <-chan time.Time // the end of the blame window (or wait); nil unless choosing
+	waitedOn bool             // the window ended with only failures that blamed a peer
+	early    *ExitError       // the first rank that exited 0 before joining, or nil
+	joins    <-chan struct{}  // rendezvous changes, watched while early may strand others
+
+	failure  error // what stopped the job: the blamed rank, spawn error or interrupt
 	stopping int   // ranks that were running when the stop began
 	killed   int   // ranks that needed SIGKILL
 }
@@ -49,7 +66,7 @@ type rankExit struct {
 	err  error
 }
 
-func newJob(cfg Config, log *slog.Logger, srv aborter, out *output, slots []Slot) *job {
+func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Slot) *job {
 	return &job{
 		cfg: cfg, log: log, srv: srv, out: out, slots: slots,
 		ranks: make([]*rankProc, len(slots)),
@@ -107,6 +124,11 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 // watch waits for every started rank to exit. spawnErr, if not nil, is a
 // spawn failure that stops the job at once. It returns nil when every rank
 // succeeded, else the error that stopped the job.
+//
+// A failed rank does not stop the job at once: for up to blameWindow (or
+// blameWait) the job gathers the failures that follow it, then stops with
+// the one that culprit chooses (a rank that failed on its own, not because
+// another rank did).
 func (j *job) watch(ctx context.Context, spawnErr error) error {
 	var grace, giveUp <-chan time.Time
 	switch {
@@ -117,22 +139,34 @@ func (j *job) watch(ctx context.Context, spawnErr error) error {
 	}
 	done := ctx.Done()
 	for j.running > 0 {
+		var cause error
 		select {
 		case ex := <-j.exits:
 			j.exited(ex)
-			if ex.err != nil && j.failure == nil {
-				grace = j.stop(ex.err)
-			}
+			cause = j.judge(ex)
+		case <-j.choose:
+			cause = j.windowEnded()
+		case <-j.joins:
+			cause = j.stranded()
 		case <-done:
 			done = nil
 			if j.failure == nil {
-				grace = j.stop(interrupted(ctx))
+				cause = interrupted(ctx)
+				if len(j.fails) > 0 { // a rank failed before the interrupt
+					cause = j.blame()
+				}
 			}
 		case <-grace:
 			grace, giveUp = nil, j.killAll()
 		case <-giveUp:
 			return j.result(fmt.Errorf("%d %s did not exit within %v of SIGKILL", j.running, plural(j.running, "rank"), killWait))
 		}
+		if cause != nil && j.failure == nil {
+			grace = j.stop(cause)
+		}
+	}
+	if j.failure == nil && len(j.fails) > 0 { // every rank ended within the window
+		j.stop(j.blame())
 	}
 	return j.result(nil)
 }
@@ -160,6 +194,7 @@ func (j *job) exited(ex rankExit) {
 // the grace period is over.
 func (j *job) stop(cause error) <-chan time.Time {
 	j.failure = cause
+	j.choose, j.joins = nil, nil
 	j.stopping = j.running
 	j.srv.Abort(strings.TrimPrefix(cause.Error(), "runner: "))
 	j.log.Info("gorun: stopping the job", "cause", cause, "running", j.running)

@@ -18,13 +18,22 @@ import (
 // service, and starts one rank per slot with its WorkerEnv. Their output is
 // prefixed onto cfg.Stdout and cfg.Stderr (and copied to cfg.OutputDir).
 //
-// Launch returns nil when every rank exits with status 0. The first rank to
-// fail (exit non-zero, die by a signal, or fail to start) stops the job:
-// Launch aborts the rendezvous, sends SIGTERM to every other rank, SIGKILL
-// after cfg.GracePeriod, and returns an error that wraps the rank's
-// *ExitError. When ctx ends, Launch stops every rank the same way and
-// returns an error wrapping ErrInterrupted. Configuration errors come back
-// before anything starts (see Config.Validate).
+// Launch returns nil when every rank exits with status 0. A rank that
+// fails (exits non-zero, dies by a signal, or fails to start) stops the
+// job: Launch aborts the rendezvous, sends SIGTERM to every other rank,
+// SIGKILL after cfg.GracePeriod, and returns an error that wraps the
+// *ExitError of the rank that failed on its own. Ranks often fail because
+// another one did (their links to it broke): after the first failure Launch
+// waits up to half a second, or until every rank has ended, and names a
+// rank killed by a signal first, then a rank that failed otherwise, before
+// any rank that reported (through the rendezvous, see FailedBecauseKey)
+// that a peer caused its failure; the earliest to exit among equals. A rank
+// that exits with status 0 without registering with the rendezvous while
+// another rank has registered also stops the job ("rank 1 on a exited with
+// status 0 before joining the job"), since the others would wait for it.
+// When ctx ends, Launch stops every rank the same way and returns an error
+// wrapping ErrInterrupted. Configuration errors come back before anything
+// starts (see Config.Validate).
 func Launch(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -79,16 +88,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// logger returns c.Logger, or a text logger on c.Stderr.
+// logger returns c.Logger, or a text logger on c.Stderr at the level that
+// LogLevel and Verbose give gorun (see Config.Logger).
 func (c Config) logger() *slog.Logger {
 	if c.Logger != nil {
 		return c.Logger
 	}
-	level := slog.LevelWarn
-	if c.Verbose {
-		level = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: c.gorunLevel()}))
 }
 
 // logPlan logs where each rank runs.

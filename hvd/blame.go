@@ -1,0 +1,159 @@
+package hvd
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/runner"
+)
+
+// reportTimeout bounds how long a failing rank spends telling gorun why it
+// failed; the report is best effort.
+const reportTimeout = 250 * time.Millisecond
+
+// reportPeerFailures wraps the data plane of a rank that gorun started
+// (r.rdv is set) so that gorun learns which of its ranks fail only because
+// another one did, and can name the one that failed on its own. The rank
+// stores the cause under runner.FailedBecauseKey in gorun's rendezvous
+// before the failure reaches any operation, and so the program:
+//
+//   - a link's error that says the peer went away (collective.ErrPeerGone),
+//     as it leaves Send or Recv: the peer's rank;
+//   - a communicator failing with such an error found otherwise (another
+//     rank saw the peer go), as the Comm closes the transport: the peer's
+//     rank where the error names it;
+//   - an engine that a peer's shutdown stopped while operations were in
+//     flight, as Shutdown closes the transport: runner.PeerShutdown.
+//
+// Only the first report counts; failures that come once this rank's own
+// Shutdown has begun are not reported. Other transports are returned as
+// they are.
+func (r *Runtime) reportPeerFailures(tr collective.Transport) collective.Transport {
+	if r.rdv == nil {
+		return tr
+	}
+	b := &blameTransport{Transport: tr, r: r, conns: make([]collective.Conn, tr.Size())}
+	for p := range b.conns {
+		if p != tr.Rank() {
+			b.conns[p] = &blameConn{Conn: tr.Conn(p), t: b, peer: p}
+		}
+	}
+	return b
+}
+
+// blameTransport is a Transport whose failures caused by peers are
+// reported to gorun (see reportPeerFailures).
+type blameTransport struct {
+	collective.Transport
+	r     *Runtime
+	conns []collective.Conn // by peer; nil for this rank
+	once  sync.Once         // the one report
+}
+
+// Conn returns the reporting link to peer.
+func (t *blameTransport) Conn(peer int) collective.Conn {
+	if peer >= 0 && peer < len(t.conns) && t.conns[peer] != nil {
+		return t.conns[peer]
+	}
+	return t.Transport.Conn(peer)
+}
+
+// Close reports why this rank fails, when a peer caused it (see
+// reportPeerFailures), then closes the transport. The Comm calls it when it
+// fails, after recording its cause, and when it is closed.
+func (t *blameTransport) Close() error {
+	if because := t.peerCause(); because != "" {
+		t.report(because)
+	}
+	return t.Transport.Close()
+}
+
+// peerCause says which peer caused the failure that closes the transport:
+// a rank, runner.PeerGone, runner.PeerShutdown, or "" for a failure of this
+// rank's own (or none). r.comm is set before anything can close the
+// transport; r.engine once Shutdown has begun.
+func (t *blameTransport) peerCause() string {
+	if t.shuttingDown() {
+		if stoppedByPeerShutdown(t.r.engine.Err()) {
+			return runner.PeerShutdown
+		}
+		return ""
+	}
+	err := t.r.comm.Err()
+	if na, ok := errors.AsType[*collective.NoAnswerError](err); ok && len(na.Silent) > 0 {
+		return strconv.Itoa(na.Silent[0]) // a rank that stopped answering
+	}
+	if !errors.Is(err, collective.ErrPeerGone) {
+		return ""
+	}
+	if oe, ok := errors.AsType[*collective.OpError](err); ok && oe.Peer >= 0 {
+		return strconv.Itoa(oe.Peer)
+	}
+	return runner.PeerGone
+}
+
+// peerFailed reports err, a Send or Recv error on the link to peer, if it
+// says that the peer went away.
+func (t *blameTransport) peerFailed(peer int, err error) {
+	if errors.Is(err, collective.ErrPeerGone) && !t.shuttingDown() {
+		t.report(strconv.Itoa(peer))
+	}
+}
+
+// shuttingDown reports whether Shutdown has begun. Once it has, r.engine
+// is set and may be read.
+func (t *blameTransport) shuttingDown() bool {
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	return t.r.closed
+}
+
+// report stores why this rank fails in gorun's rendezvous, once. Callers
+// that come while the report is being made wait for it, so no error
+// leaves the transport before the report is in place.
+func (t *blameTransport) report(because string) {
+	t.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+		defer cancel()
+		if err := t.r.rdv.Set(ctx, runner.FailedBecauseKey(t.r.env.Rank), []byte(because)); err != nil {
+			t.r.log.Debug("hvd: cannot tell the launcher why this rank fails", "because", because, "err", err)
+		}
+	})
+}
+
+// stoppedByPeerShutdown reports whether err, an engine's cause, says that
+// another rank shut down while operations were in flight (the engine's
+// own Shutdown gives another message).
+func stoppedByPeerShutdown(err error) bool {
+	return errors.Is(err, collective.ErrShutdown) && strings.Contains(err.Error(), "shut down while tensors were in flight")
+}
+
+// blameConn is one reporting link.
+type blameConn struct {
+	collective.Conn
+	t    *blameTransport
+	peer int
+}
+
+// Send sends on the link, reporting a peer that went away.
+func (c *blameConn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
+	err := c.Conn.Send(ctx, tag, p)
+	if err != nil {
+		c.t.peerFailed(c.peer, err)
+	}
+	return err
+}
+
+// Recv receives on the link, reporting a peer that went away.
+func (c *blameConn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
+	err := c.Conn.Recv(ctx, tag, p)
+	if err != nil {
+		c.t.peerFailed(c.peer, err)
+	}
+	return err
+}

@@ -1,0 +1,141 @@
+package hvd_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
+	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/runner/rendezvous"
+)
+
+// gorunJob joins n runtimes through a launcher-side rendezvous server, as
+// gorun's ranks do, and returns them with the server.
+func gorunJob(t *testing.T, n int) ([]*hvd.Runtime, *rendezvous.Server) {
+	t.Helper()
+	secret := make([]byte, 32)
+	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: n, Hosts: make([]string, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	rts := make([]*hvd.Runtime, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		env := slot(r, n)
+		env.RendezvousAddr, env.Secret, env.StartTimeout = srv.Addr(), secret, 10*time.Second
+		wg.Go(func() { rts[r], errs[r] = hvd.NewRuntime(context.Background(), hvd.Config{Env: env}) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, rt := range rts {
+			rt.Shutdown()
+		}
+	})
+	return rts, srv
+}
+
+// reported is what rank reported to the rendezvous as the cause of its
+// failure, and whether it reported anything.
+func reported(srv *rendezvous.Server, rank int) (string, bool) {
+	v, ok := srv.Value(runner.FailedBecauseKey(rank))
+	return string(v), ok
+}
+
+// isPeer reports whether v is the rank of a peer of rank r in a job of n.
+func isPeer(v string, r, n int) bool {
+	p, err := strconv.Atoi(v)
+	return err == nil && p != r && p >= 0 && p < n
+}
+
+// TestReportPeerGoneBeforeTheError: when rank 1 goes away, every other
+// rank has told the rendezvous which peer's loss failed it by the time its
+// operation returns the error; rank 1 reports nothing.
+func TestReportPeerGoneBeforeTheError(t *testing.T) {
+	const n = 3
+	rts, srv := gorunJob(t, n)
+	rts[1].Comm().Abort(errors.New("rank 1 crashed")) // its links close, as if it died
+	errs := make([]error, n)
+	reports := make([]string, n)
+	found := make([]bool, n)
+	var wg sync.WaitGroup
+	for _, r := range []int{0, 2} {
+		wg.Go(func() {
+			x := hvd.NewTensor("x", make([]float32, 1000))
+			errs[r] = rts[r].Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{})
+			reports[r], found[r] = reported(srv, r) // read as soon as the error is out
+		})
+	}
+	wg.Wait()
+	for _, r := range []int{0, 2} {
+		if errs[r] == nil {
+			t.Fatalf("rank %d: Allreduce succeeded without rank 1", r)
+		}
+		if !found[r] || !isPeer(reports[r], r, n) && reports[r] != runner.PeerGone {
+			t.Errorf("rank %d failed with %v; its report then: %q (present %v), want a peer's rank or %q",
+				r, errs[r], reports[r], found[r], runner.PeerGone)
+		}
+	}
+	for _, rt := range rts {
+		rt.Shutdown()
+	}
+	if v, ok := reported(srv, 1); ok {
+		t.Errorf("rank 1, which failed on its own, reported %q", v)
+	}
+}
+
+// TestReportPeerShutdown: rank 1 shuts down while every rank has an
+// operation in flight (its own is one the others never submit, which keeps
+// every engine negotiating); the others' operations fail with ErrShutdown
+// naming rank 1, and by the time their Shutdown returns they have reported
+// runner.PeerShutdown. Rank 1 reports nothing.
+func TestReportPeerShutdown(t *testing.T) {
+	const n = 3
+	rts, srv := gorunJob(t, n)
+	own := rts[1].AllreduceAsync(hvd.NewTensor("y", make([]float32, 10)), kernels.Sum, hvd.ReduceOptions{})
+	handles := map[int]*hvd.Handle{}
+	for _, r := range []int{0, 2} {
+		handles[r] = rts[r].AllreduceAsync(hvd.NewTensor("x", make([]float32, 10)), kernels.Sum, hvd.ReduceOptions{})
+	}
+	if err := rts[1].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Wait(context.Background()); !errors.Is(err, hvd.ErrShutdown) {
+		t.Errorf("rank 1: its own operation after its Shutdown = %v, want ErrShutdown", err)
+	}
+	errs := map[int]error{}
+	for r, h := range handles {
+		errs[r] = h.Wait(context.Background())
+	}
+	for r, err := range errs {
+		if !errors.Is(err, hvd.ErrShutdown) || !hvd.StoppedByPeerShutdown(rts[r].EngineErr()) {
+			t.Errorf("rank %d: Wait = %v, engine stopped with %v; want ErrShutdown for a peer's shutdown", r, err, rts[r].EngineErr())
+		}
+		if err := rts[r].Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := reported(srv, r); !ok || v != runner.PeerShutdown {
+			t.Errorf("rank %d failed with %v and reported %q (present %v), want %q", r, err, v, ok, runner.PeerShutdown)
+		}
+	}
+	if v, ok := reported(srv, 1); ok {
+		t.Errorf("rank 1, which shut down on its own, reported %q", v)
+	}
+	if hvd.StoppedByPeerShutdown(rts[1].EngineErr()) {
+		t.Errorf("rank 1's own shutdown (%v) reads as a peer's", rts[1].EngineErr())
+	}
+}

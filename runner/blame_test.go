@@ -1,0 +1,256 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/runner/rendezvous"
+)
+
+// exited and killed are the failures of rank r as Process.Wait reports them.
+func exited(r, status int) error { return &ExitError{Rank: r, Host: "h", Status: status} }
+func killed(r int, sig string) error {
+	return &ExitError{Rank: r, Host: "h", Status: -1, Signal: sig}
+}
+
+func TestCulprit(t *testing.T) {
+	lost := fmt.Errorf("runner: rank 4 on h: ssh: %w", errors.New("connection reset"))
+	for _, tc := range []struct {
+		name  string
+		fails []failedRank // in order of exit
+		want  int          // rank
+	}{
+		{"one failure", []failedRank{{rank: 2, err: exited(2, 3)}}, 2},
+		{"a rank that blamed a peer yields to one that did not",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: "1"}, {rank: 1, err: exited(1, 7)}}, 1},
+		{"every survivor blamed the crashed rank",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: "1"}, {rank: 2, err: exited(2, 1), because: "0"}, {rank: 1, err: exited(1, 2)}}, 1},
+		{"a signal death beats an earlier plain failure",
+			[]failedRank{{rank: 2, err: exited(2, 1)}, {rank: 1, err: killed(1, "SIGSEGV")}}, 1},
+		{"a signal death beats an earlier reported failure",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: "1"}, {rank: 1, err: killed(1, "SIGKILL")}}, 1},
+		{"a signal death that blamed a peer yields to a plain failure",
+			[]failedRank{{rank: 0, err: killed(0, "SIGABRT"), because: "3"}, {rank: 3, err: exited(3, 1)}}, 3},
+		{"a peer's shutdown counts as a cause",
+			[]failedRank{{rank: 2, err: exited(2, 1), because: PeerShutdown}, {rank: 0, err: exited(0, 1)}}, 0},
+		{"earliest among plain failures", []failedRank{{rank: 3, err: exited(3, 4)}, {rank: 1, err: exited(1, 5)}}, 3},
+		{"earliest among signal deaths",
+			[]failedRank{{rank: 3, err: exited(3, 4)}, {rank: 2, err: killed(2, "SIGKILL")}, {rank: 0, err: killed(0, "SIGSEGV")}}, 2},
+		{"earliest when every rank blamed a peer",
+			[]failedRank{{rank: 2, err: exited(2, 1), because: "1"}, {rank: 1, err: exited(1, 1), because: "2"}}, 2},
+		{"a lost ssh connection is a failure of its own",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: "4"}, {rank: 4, err: lost}}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.fails[culprit(tc.fails)].rank; got != tc.want {
+				t.Errorf("culprit = rank %d, want rank %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// reportAs stores, as rank's hvd runtime does, that a peer caused its
+// failure.
+func reportAs(t *testing.T, f *fakeSpawner, rank int, because string) {
+	t.Helper()
+	ctx := rendezvousCtx(t)
+	env := environOf(t, f.cmd(rank).Env)
+	c, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Set(ctx, FailedBecauseKey(rank), []byte(because)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rendezvousCtx bounds a test's calls to the job's rendezvous, which
+// clients retry while the server is unreachable (Launch has returned).
+func rendezvousCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// registerAs registers rank with the job's rendezvous, as hvd.Init does;
+// the client stays open until the test ends.
+func registerAs(t *testing.T, f *fakeSpawner, rank int) {
+	t.Helper()
+	ctx := rendezvousCtx(t)
+	env := environOf(t, f.cmd(rank).Env)
+	c, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Register(ctx, rank, env.Hostname, fmt.Sprintf("127.0.0.1:%d", 9000+rank)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLaunchBlamesTheRankThatFailedOnItsOwn: rank 0 fails first, having
+// reported that rank 1's failure caused its own; rank 1 fails after it.
+// Launch names rank 1 with its status, whichever exit it sees first.
+func TestLaunchBlamesTheRankThatFailedOnItsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		crash   func(p *fakeProc)
+		want    string
+		wantErr *ExitError
+	}{
+		{"exit 7", func(p *fakeProc) { p.exit(7) },
+			"runner: rank 1 on a exited with status 7; stopped the other rank",
+			&ExitError{Rank: 1, Host: "a", Status: 7}},
+		{"signal", func(p *fakeProc) { p.finish(&ExitError{Rank: 1, Host: "a", Status: -1, Signal: "SIGSEGV"}) },
+			"runner: rank 1 on a was killed by SIGSEGV; stopped the other rank",
+			&ExitError{Rank: 1, Host: "a", Status: -1, Signal: "SIGSEGV"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSpawner(t)
+			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+			f.waitSpawned(3)
+			reportAs(t, f, 0, "1")
+			f.proc(0).exit(1)
+			_ = pingAs(t, f, 2) // a round trip, so that Launch most likely sees rank 0's exit first
+			tc.crash(f.proc(1))
+			err := await(t, errc, 5*time.Second)
+			if ee := exitErrorOf(t, err); *ee != *tc.wantErr {
+				t.Errorf("ExitError = %+v, want %+v", ee, tc.wantErr)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error = %q, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLaunchWaitsOnWhileEveryFailureBlamesAPeer: rank 0 fails, reporting
+// that rank 1 caused it, and rank 1 fails only after the blame window (a
+// slow core dump, say). Launch waits on for it and names it.
+func TestLaunchWaitsOnWhileEveryFailureBlamesAPeer(t *testing.T) {
+	f := newFakeSpawner(t)
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+	f.waitSpawned(3)
+	reportAs(t, f, 0, "1")
+	f.proc(0).exit(1)
+	time.Sleep(2 * blameWindow) // not an assertion: rank 1 fails after the window
+	f.proc(1).exit(7)
+	err := await(t, errc, 5*time.Second)
+	if ee := exitErrorOf(t, err); ee.Rank != 1 || ee.Status != 7 {
+		t.Errorf("ExitError = %+v, want rank 1, status 7", ee)
+	}
+	if want := "runner: rank 1 on a exited with status 7; stopped the other rank"; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+}
+
+// TestLaunchWaitIsBounded: when every failed rank blamed a peer that never
+// fails, Launch still stops the job, blameWait after the first failure,
+// naming the earliest.
+func TestLaunchWaitIsBounded(t *testing.T) {
+	f := newFakeSpawner(t)
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+	f.waitSpawned(3)
+	reportAs(t, f, 0, "1")
+	f.proc(0).exit(1)
+	err := await(t, errc, blameWait+5*time.Second)
+	if want := "runner: rank 0 on a exited with status 1; stopped the other 2 ranks"; err == nil || err.Error() != want {
+		t.Errorf("Launch = %v, want %q", err, want)
+	}
+}
+
+// TestLaunchNamesFirstFailureWithoutReports: without reports or signals,
+// the blame window ends with the only failed rank, and the other ranks,
+// still running, are stopped as before.
+func TestLaunchNamesFirstFailureWithoutReports(t *testing.T) {
+	f := newFakeSpawner(t)
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+	f.waitSpawned(3)
+	f.proc(2).exit(3)
+	err := await(t, errc, 5*time.Second)
+	if ee := exitErrorOf(t, err); ee.Rank != 2 || ee.Status != 3 {
+		t.Errorf("ExitError = %+v, want rank 2, status 3", ee)
+	}
+	if want := "runner: rank 2 on a exited with status 3; stopped the other 2 ranks"; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+}
+
+// TestLaunchRankLeftBeforeJoining: rank 1 exits 0 without registering
+// while rank 0 waits in the rendezvous. Launch stops the job at once,
+// naming rank 1, whether rank 0 registered before or after rank 1 left.
+func TestLaunchRankLeftBeforeJoining(t *testing.T) {
+	for _, registerFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("registered first %v", registerFirst), func(t *testing.T) {
+			f := newFakeSpawner(t)
+			var aborted error
+			f.onSignal = func(p *fakeProc, _ os.Signal) { // rank 0 asks the rendezvous when told to stop
+				if p.slot.Rank == 0 {
+					aborted = pingAs(t, f, 0)
+				}
+			}
+			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2", 2, &lockedBuffer{}))
+			f.waitSpawned(2)
+			if registerFirst {
+				registerAs(t, f, 0)
+			}
+			f.proc(1).exit(0)
+			if !registerFirst {
+				registerAs(t, f, 0)
+			}
+			err := await(t, errc, 5*time.Second)
+			const want = "runner: rank 1 on a exited with status 0 before joining the job; stopped the other rank"
+			if err == nil || err.Error() != want {
+				t.Fatalf("Launch = %v, want %q", err, want)
+			}
+			if ee := exitErrorOf(t, err); ee.Rank != 1 || ee.Status != 0 {
+				t.Errorf("ExitError = %+v, want rank 1, status 0", ee)
+			}
+			if !errors.Is(aborted, rendezvous.ErrAborted) || !strings.Contains(aborted.Error(), "rank 1 on a exited with status 0 before joining the job") {
+				t.Errorf("rank 0's Ping after the stop = %v, want ErrAborted naming rank 1", aborted)
+			}
+		})
+	}
+}
+
+// pingAs pings the job's rendezvous as rank would.
+func pingAs(t *testing.T, f *fakeSpawner, rank int) error {
+	ctx := rendezvousCtx(t)
+	env := environOf(t, f.cmd(rank).Env)
+	c, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Ping(ctx)
+}
+
+// TestLaunchRanksThatNeverJoin: ranks that exit 0 without registering are
+// fine while no rank registers (a program that does not use hvd), and so
+// are ranks that exit 0 after registering, in any order.
+func TestLaunchRanksThatNeverJoin(t *testing.T) {
+	for _, register := range []bool{false, true} {
+		t.Run(fmt.Sprintf("registered %v", register), func(t *testing.T) {
+			f := newFakeSpawner(t)
+			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+			f.waitSpawned(3)
+			if register {
+				for r := range 3 {
+					registerAs(t, f, r)
+				}
+			}
+			for _, r := range []int{2, 0, 1} {
+				f.proc(r).exit(0)
+			}
+			if err := await(t, errc, 5*time.Second); err != nil {
+				t.Errorf("Launch = %v, want nil", err)
+			}
+		})
+	}
+}
