@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport"
@@ -55,7 +56,7 @@ func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *
 		return nil, env, err
 	}
 	peers, err := rdv.PeerTable(ctx)
-	if err != nil {
+	if err != nil { // stay registered: the others' errors name the ranks that never came, not this one
 		ln.Close()
 		return nil, env, err
 	}
@@ -72,7 +73,27 @@ func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
 		DisableSharedMemory: env.NoSharedMemory,
 	})
+	if err != nil {
+		leave(rdv, log)
+	}
 	return tr, env, err
+}
+
+// leaveTimeout bounds telling the rendezvous that a registration is void.
+const leaveTimeout = 2 * time.Second
+
+// leave tells the rendezvous that this rank's registration is void: its
+// runtime shut down, or its mesh did not form after the peer table came.
+// The rank's next Init then registers anew and starts (or joins) the next
+// round, in which every rank forms a new mesh. Best effort, bounded by
+// leaveTimeout: a launcher that is gone or aborted the job has nothing
+// left to learn, so a failure is only logged at debug level.
+func leave(rdv *rendezvous.Client, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	if err := rdv.Leave(ctx); err != nil {
+		log.Debug("hvd: leaving the rendezvous", "err", err)
+	}
 }
 
 // bindHost picks the address the data plane listens on: GOROVOD_BIND_ADDR

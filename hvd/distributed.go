@@ -68,6 +68,9 @@ func DistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions)
 	if err != nil {
 		return nil, err
 	}
+	if inner == nil {
+		return nil, fmt.Errorf("%w: DistributedOptimizer needs an optimizer to wrap, got nil", ErrInvalidParam)
+	}
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}

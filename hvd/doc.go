@@ -52,5 +52,9 @@
 //
 // The package-level functions use a default Runtime, the way http.Get uses
 // http.DefaultClient; tests and tools build their own with NewRuntime (for
-// example N runtimes in one process over collective/memtransport).
+// example N runtimes in one process over collective/memtransport). Every
+// helper that takes a *Runtime (BroadcastParameters, BroadcastOptimizerState,
+// BroadcastObject, AverageMetric, AverageMetrics, DistributedOptimizer,
+// Checkpointer.Save and Checkpointer.LoadLatest) reads a nil one as the
+// default runtime, and before Init returns ErrNotInitialized.
 package hvd

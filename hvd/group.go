@@ -27,7 +27,9 @@ func waitAll(ctx context.Context, hs []*Handle) error {
 	return first
 }
 
-// orDefault returns rt, or the default runtime when rt is nil.
+// orDefault returns rt, or the default runtime when rt is nil: the one rule
+// of every helper that takes a *Runtime. Before Init (or after Shutdown)
+// that is ErrNotInitialized, never a nil dereference.
 func orDefault(rt *Runtime) (*Runtime, error) {
 	if rt != nil {
 		return rt, nil

@@ -15,6 +15,7 @@ import (
 var (
 	defaultMu sync.Mutex
 	defaultRT *Runtime
+	kept      keptSecret // GOROVOD_SECRET as Init took it out of the environment
 )
 
 // Init joins the job that started this process and returns once every rank
@@ -26,15 +27,24 @@ var (
 // see runner.Detect): then rank 0 serves the rendezvous itself. With
 // none of them this process is a single rank of size 1; a launcher that
 // says the job is larger but cannot be joined is an error, never a job of
-// one rank. Rank 0 logs the launcher it found. Calling Init again is a
-// no-op.
+// one rank. Rank 0 logs the launcher it found, and the runtime logs
+// through slog.Default()'s handler at the level GOROVOD_LOG_LEVEL names
+// (gorun's --log-level; see Config.Logger).
+//
+// Init removes GOROVOD_SECRET from the process's environment as soon as it
+// has read it, so that no process the program starts inherits the job
+// secret (the content of GOROVOD_SECRET_FILE never enters the environment;
+// the variable naming the file stays). Calling Init again while the
+// runtime runs is a no-op; after Shutdown, Init joins the same job again:
+// it reuses the secret it took, and once every rank has done the same the
+// ranks form a new mesh.
 func Init(ctx context.Context) error {
 	defaultMu.Lock()
 	defer defaultMu.Unlock()
 	if defaultRT != nil {
 		return nil
 	}
-	env, plan, err := runner.Detect(os.Getenv)
+	env, plan, err := detect()
 	if err != nil {
 		return fmt.Errorf("hvd: reading the launcher's environment: %w", err)
 	}
@@ -44,6 +54,60 @@ func Init(ctx context.Context) error {
 	}
 	defaultRT = rt
 	return nil
+}
+
+// keptSecret is the job secret that Init took out of the environment
+// (GOROVOD_SECRET, hex, as the launcher wrote it) and the job it belongs
+// to, for a later Init of the same job. It is offered to no other job: a
+// process whose environment names another job (a test suite, a tool that
+// runs several jobs) reads that job's variables alone.
+type keptSecret struct {
+	value string // "" when none was taken
+	job   string // jobOf the job it was read for
+}
+
+// detect reads the launcher's environment (runner.Detect) and takes the
+// job secret out of it. GOROVOD_SECRET is removed from the process's
+// environment as soon as it is read and kept in memory (kept). Without it
+// in the environment, a secret kept by an earlier Init stands in for it
+// if the environment still names the job it was read for (jobOf); else
+// the environment is read as it is. Re-reading everything else keeps Init
+// after Shutdown honest: knobs and launcher variables are read afresh.
+// The caller holds defaultMu.
+func detect() (runner.WorkerEnv, runner.JoinPlan, error) {
+	if v, ok := os.LookupEnv(runner.EnvSecret); ok {
+		_ = os.Unsetenv(runner.EnvSecret) // fails only for an invalid name
+		env, plan, err := runner.Detect(withSecret(v))
+		kept = keptSecret{}
+		if err == nil && v != "" {
+			kept = keptSecret{value: v, job: jobOf(env, plan)}
+		}
+		return env, plan, err
+	}
+	if kept.value != "" {
+		env, plan, err := runner.Detect(withSecret(kept.value))
+		if err == nil && jobOf(env, plan) == kept.job {
+			return env, plan, nil
+		}
+	}
+	return runner.Detect(os.Getenv)
+}
+
+// withSecret is os.Getenv with GOROVOD_SECRET answered by secret.
+func withSecret(secret string) func(string) string {
+	return func(name string) string {
+		if name == runner.EnvSecret {
+			return secret
+		}
+		return os.Getenv(name)
+	}
+}
+
+// jobOf names the job that a detected environment joins, as far as a kept
+// secret is concerned: the launcher and its variables, this process's
+// rank, the size and the rendezvous address.
+func jobOf(env runner.WorkerEnv, plan runner.JoinPlan) string {
+	return fmt.Sprintf("%s %q rank %d of %d at %s", plan.Launcher, plan.Vars, env.Rank, env.Size, env.RendezvousAddr)
 }
 
 // Launcher names what started the job (see Runtime.Launcher), or "" before
@@ -56,7 +120,9 @@ func Launcher() string {
 }
 
 // Shutdown shuts the default runtime down; see Runtime.Shutdown. Init may
-// be called again afterwards.
+// be called again afterwards: once every rank has, they form a new mesh
+// (under gorun through a new round of its rendezvous; under another
+// launcher through a new rendezvous that rank 0 serves on the same port).
 func Shutdown() error {
 	defaultMu.Lock()
 	rt := defaultRT

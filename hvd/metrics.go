@@ -8,9 +8,10 @@ import (
 	"github.com/gorovod/gorovod/kernels"
 )
 
-// AverageMetric returns the mean over all ranks of value (a loss or an
-// accuracy measured on each rank's shard), like Horovod's
-// MetricAverageCallback. Every rank must call it with the same name.
+// AverageMetric returns the mean of value (a loss or an accuracy measured
+// on each rank's shard) over all ranks of rt (nil: the default runtime),
+// like Horovod's MetricAverageCallback. Every rank must call it with the
+// same name.
 func AverageMetric(ctx context.Context, rt *Runtime, name string, value float64) (float64, error) {
 	rt, err := orDefault(rt)
 	if err != nil {
@@ -23,9 +24,9 @@ func AverageMetric(ctx context.Context, rt *Runtime, name string, value float64)
 	return buf[0], nil
 }
 
-// AverageMetrics averages every metric of m over all ranks in one
-// all-reduce and returns the averages. Every rank must pass the same
-// names.
+// AverageMetrics averages every metric of m over all ranks of rt (nil: the
+// default runtime) in one all-reduce and returns the averages. Every rank
+// must pass the same names.
 func AverageMetrics(ctx context.Context, rt *Runtime, m map[string]float64) (map[string]float64, error) {
 	rt, err := orDefault(rt)
 	if err != nil {

@@ -8,11 +8,12 @@ import (
 	"reflect"
 )
 
-// BroadcastObject copies root's value of *v into every rank's *v. v must
-// be a non-nil pointer to a gob-encodable value, of the same type on every
-// rank. Root encodes it; its length travels first, then its bytes; the
-// other ranks reset *v to its zero value and decode into it (so that no
-// field keeps a value of its own that root's zero would not overwrite).
+// BroadcastObject copies root's value of *v into every rank's *v, on rt
+// (nil: the default runtime). v must be a non-nil pointer to a
+// gob-encodable value, of the same type on every rank. Root encodes it; its
+// length travels first, then its bytes; the other ranks reset *v to its
+// zero value and decode into it (so that no field keeps a value of its own
+// that root's zero would not overwrite).
 // Calls must not overlap: they use the fixed tensor names "object/len" and
 // "object/data".
 func BroadcastObject(ctx context.Context, rt *Runtime, v any, root int) error {

@@ -9,13 +9,21 @@ import (
 	"github.com/gorovod/gorovod/kernels"
 )
 
-// ReduceOptions scale an all-reduce: inputs are multiplied by Prescale and
-// the result by Postscale (zero means 1). Op Average divides by Size.
+// ReduceOptions scale an all-reduce (or a reduce-scatter): inputs are
+// multiplied by Prescale and the result by Postscale (zero means 1). Op
+// Average divides by Size.
+//
+// On integer tensors every scaling, Average's division included, rounds to
+// the nearest integer with ties to even and saturates to the type's range
+// (kernels.Scale), where Horovod truncates toward zero: the Average of 3
+// and 4 is 4 and of 1 and 2 is 2 (Horovod: 3 and 1). The same holds while
+// ranks have joined (Join): they add zeros and the sum is still divided by
+// Size, so 3 averaged with a joined rank is 2.
 type ReduceOptions = collective.ReduceOptions
 
 // request describes t to the engine as an operation of kind.
 func request(t *Tensor, kind collective.Kind) collective.Request {
-	return collective.Request{Name: t.Name, Kind: kind, DType: t.DType, Shape: t.Shape}
+	return collective.Request{Name: t.Name, Kind: kind, DType: t.DType, Shape: t.shape()}
 }
 
 // inPlace is the Output of in-place operations: the tensor itself.

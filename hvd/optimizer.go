@@ -80,9 +80,17 @@ func (s slots) load(in map[string][]float64) error {
 func (s slots) names() []string { return slices.Sorted(maps.Keys(s)) }
 
 // BroadcastOptimizerState copies root's optimizer state (step count,
-// learning rate, every slot) into every rank's optimizer. Call it after
-// BroadcastParameters when resuming from state that only root holds.
+// learning rate, every slot) into every rank's optimizer on rt (nil: the
+// default runtime). Call it after BroadcastParameters when resuming from
+// state that only root holds.
 func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, root int) error {
+	rt, err := orDefault(rt)
+	if err != nil {
+		return err
+	}
+	if opt == nil {
+		return fmt.Errorf("%w: BroadcastOptimizerState needs an optimizer, got nil", ErrOptimizerState)
+	}
 	st := opt.State()
 	names := slices.Sorted(maps.Keys(st.Slots))
 	scalars := []float64{float64(st.Steps), st.LR}

@@ -99,9 +99,10 @@ func checkParams(params []*Param) error {
 }
 
 // BroadcastParameters copies root's parameter values into every rank's
-// parameters, so that all ranks start training from the same point. Every
-// rank must pass parameters of the same names and lengths. The broadcasts
-// of all parameters are in flight together.
+// parameters on rt (nil: the default runtime), so that all ranks start
+// training from the same point. Every rank must pass parameters of the same
+// names and lengths. The broadcasts of all parameters are in flight
+// together.
 func BroadcastParameters(ctx context.Context, rt *Runtime, params []*Param, root int) error {
 	rt, err := orDefault(rt)
 	if err != nil {

@@ -24,7 +24,10 @@ type Config struct {
 	// (tests run N runtimes in one process over memtransport this way);
 	// Env's Rank and Size must match it.
 	Transport collective.Transport
-	// Logger receives the runtime's logs; nil means slog.Default().
+	// Logger receives the runtime's logs; nil means slog.Default(). The
+	// runtime logs the records at or above Env.LogLevel through it
+	// (GOROVOD_LOG_LEVEL, gorun's --log-level), whatever level its handler
+	// is set to; an empty LogLevel keeps the handler's own.
 	Logger *slog.Logger
 	// Comm tunes the collective communicator.
 	Comm collective.Options
@@ -65,18 +68,16 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if env.Size == 0 {
 		env = runner.DefaultWorkerEnv()
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
+	log, err := runtimeLogger(cfg.Logger, env)
+	if err != nil {
+		return nil, err
 	}
-	log = log.With("rank", env.Rank)
 	r := &Runtime{env: env, log: log, launcher: cfg.Plan.Launcher}
 	tr := cfg.Transport
 	if tr == nil && env.Size == 1 {
 		tr = memtransport.NewNetwork(1).Transport(0)
 	}
 	if tr == nil {
-		var err error
 		if tr, err = r.join(ctx, cfg.Plan); err != nil {
 			return nil, err
 		}
@@ -86,11 +87,13 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		tr.Close()
 		return nil, fmt.Errorf("hvd: transport is rank %d of %d, environment says %d of %d", tr.Rank(), tr.Size(), env.Rank, env.Size)
 	}
+	tr = r.reportPeerFailures(tr) // tells gorun when a peer's failure fails this rank (blame.go)
 	r.comm = collective.NewComm(tr, cfg.Comm)
 	ecfg, err := r.engineConfig()
 	if err != nil {
 		r.comm.Close()
 		if r.rdv != nil {
+			leave(r.rdv, r.log)
 			r.rdv.Close()
 		}
 		return nil, err
@@ -119,10 +122,12 @@ func (r *Runtime) logJoin(plan runner.JoinPlan) {
 }
 
 // join connects this rank to the others. Under gorun it keeps the
-// rendezvous client to watch the launcher. Under another launcher rank 0
-// serves the rendezvous only until the mesh is formed (by then every rank
-// has read the peer table) and nobody keeps a client: a lost rank shows on
-// the data plane, and the launcher itself stops the rest.
+// rendezvous client to watch the launcher, and Shutdown leaves the
+// rendezvous with it, so that a later Init starts a new round there.
+// Under another launcher rank 0 serves the rendezvous only until the mesh
+// is formed (by then every rank has read the peer table) and nobody keeps
+// a client: a lost rank shows on the data plane, the launcher itself stops
+// the rest, and a later Init on rank 0 serves a new rendezvous.
 func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Transport, error) {
 	var srv *rendezvous.Server
 	if plan.ServeAddr != "" {
@@ -221,7 +226,9 @@ func (r *Runtime) Err() error {
 // Horovod); other operations that would need this rank fail on the ranks
 // that submitted them. Join returns, on every rank, the last rank to join.
 // This rank submits nothing while joined. If ctx ends first, the rank
-// stays joined and a later Join waits for the same outcome.
+// stays joined and a later Join waits for the same outcome. On integer
+// tensors the Average rounds half to even (3 averaged with a joined rank
+// is 2), where Horovod truncates; see ReduceOptions.
 func (r *Runtime) Join(ctx context.Context) (lastRank int, err error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -237,10 +244,12 @@ func (r *Runtime) Join(ctx context.Context) (lastRank int, err error) {
 }
 
 // Shutdown stops accepting operations, fails those still in flight, stops
-// the engine, closes the connections (and rank 0's timeline) and returns
-// once the runtime's goroutines are gone. It is not collective: a rank may
-// shut down while others still run, and their operations then fail naming
-// it. Shutdown is idempotent.
+// the engine, closes the connections (and rank 0's timeline), tells gorun's
+// rendezvous that this rank left (so that a new runtime of this rank may
+// join again: every rank's next runtime forms a new mesh) and returns once
+// the runtime's goroutines are gone. It is not collective: a rank may shut
+// down while others still run, and their operations then fail naming it.
+// Shutdown is idempotent.
 func (r *Runtime) Shutdown() error {
 	r.mu.Lock()
 	r.closed = true
@@ -250,6 +259,9 @@ func (r *Runtime) Shutdown() error {
 	r.stop()
 	r.comm.Close()
 	if r.rdv != nil {
+		if !errors.Is(r.comm.Err(), ErrLauncherLost) {
+			leave(r.rdv, r.log)
+		}
 		r.rdv.Close()
 	}
 	if r.timeline != nil {

@@ -12,10 +12,13 @@ import (
 
 // serveRendezvous starts, on rank 0 of a job that gorun did not start, the
 // rendezvous that every rank joins (gorun serves it otherwise). It listens
-// on plan.ServeAddr with the job's secret.
+// on plan.ServeAddr with the job's secret and serves one round: a rank
+// that shut down and joins again while it still runs is told to retry,
+// and finds the server that rank 0's own next Init starts on the port.
 func serveRendezvous(env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logger) (*rendezvous.Server, error) {
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{
 		Addr: plan.ServeAddr, Secret: env.Secret, Size: env.Size, Hosts: plan.Hosts, Logger: warnings(log),
+		SingleRound: true, // it stops once this rank's mesh forms; a re-Init serves a new one
 	})
 	if err == nil {
 		err = srv.Start()
@@ -40,29 +43,55 @@ func abortRendezvous(srv *rendezvous.Server, err error) {
 	time.Sleep(abortLinger)
 }
 
+// runtimeLogger is the logger a runtime logs through: l (slog.Default()
+// when nil) filtered at the level env.LogLevel names (GOROVOD_LOG_LEVEL,
+// gorun's --log-level), with the rank attached. That level alone decides
+// which of the runtime's records pass, whatever level l's handler is set
+// to: "debug" shows them through the program's default logger (whose own
+// level is info), "warn" hides their info records. The handler keeps the
+// program's format and destination, and slog.Default() is left as it is.
+// An empty LogLevel keeps l's own level.
+func runtimeLogger(l *slog.Logger, env runner.WorkerEnv) (*slog.Logger, error) {
+	if l == nil {
+		l = slog.Default()
+	}
+	if env.LogLevel != "" {
+		level, err := env.SlogLevel()
+		if err != nil {
+			return nil, fmt.Errorf("hvd: %w", err)
+		}
+		l = slog.New(levelFilter{Handler: l.Handler(), min: level, own: true})
+	}
+	return l.With("rank", env.Rank), nil
+}
+
 // warnings returns a logger that passes on l's warnings and errors only:
 // the rendezvous server's routine messages repeat what rank 0 logs itself.
 func warnings(l *slog.Logger) *slog.Logger {
-	return slog.New(minLevel{l.Handler(), slog.LevelWarn})
+	return slog.New(levelFilter{Handler: l.Handler(), min: slog.LevelWarn})
 }
 
-// minLevel is a slog.Handler that drops records below a level.
-type minLevel struct {
+// levelFilter is a slog.Handler that drops records below min. With own
+// set it decides alone, ignoring the level of the handler it wraps (which
+// then only formats and writes); otherwise a record must pass both.
+type levelFilter struct {
 	slog.Handler
 	min slog.Level
+	own bool
 }
 
-// Enabled reports whether level is at least the minimum and h enables it.
-func (h minLevel) Enabled(ctx context.Context, level slog.Level) bool {
-	return level >= h.min && h.Handler.Enabled(ctx, level)
+// Enabled reports whether level is at least the minimum and, unless the
+// filter decides alone, whether the wrapped handler enables it.
+func (h levelFilter) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= h.min && (h.own || h.Handler.Enabled(ctx, level))
 }
 
-// WithAttrs keeps the minimum level on the derived handler.
-func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(attrs), h.min}
+// WithAttrs keeps the filter on the derived handler.
+func (h levelFilter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFilter{h.Handler.WithAttrs(attrs), h.min, h.own}
 }
 
-// WithGroup keeps the minimum level on the derived handler.
-func (h minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h.Handler.WithGroup(name), h.min}
+// WithGroup keeps the filter on the derived handler.
+func (h levelFilter) WithGroup(name string) slog.Handler {
+	return levelFilter{h.Handler.WithGroup(name), h.min, h.own}
 }

@@ -7,8 +7,11 @@ import (
 )
 
 // Tensor is a named, typed, dense buffer. Data holds the elements in
-// row-major order; Shape's product is the element count (an empty Shape
-// means a vector of all the elements).
+// row-major order; Shape's product is the element count. An empty (nil)
+// Shape means a vector of all the elements of Data, which must then be a
+// whole number of elements: every operation sees the shape [Count()], the
+// same shape NewTensor gives a tensor without one, so ranks may mix the two
+// forms.
 type Tensor struct {
 	Name  string
 	DType kernels.DType
@@ -33,8 +36,26 @@ func Values[T kernels.Element](t *Tensor) []T {
 	return kernels.FromBytes[T](t.Data)
 }
 
-// Count is the number of elements the shape describes.
-func (t *Tensor) Count() int { return shapeCount(t.Shape) }
+// Count is the number of elements the shape describes; with an empty
+// Shape, the number of whole elements in Data (0 for an invalid DType).
+func (t *Tensor) Count() int {
+	if len(t.Shape) > 0 {
+		return shapeCount(t.Shape)
+	}
+	if !t.DType.Valid() {
+		return 0
+	}
+	return len(t.Data) / t.DType.Size()
+}
+
+// shape is the shape every operation sees: Shape, or the vector [Count()]
+// when Shape is empty.
+func (t *Tensor) shape() []int {
+	if len(t.Shape) == 0 {
+		return []int{t.Count()}
+	}
+	return t.Shape
+}
 
 // shapeCount is the number of elements of a tensor of this shape.
 func shapeCount(shape []int) int {
@@ -48,18 +69,23 @@ func shapeCount(shape []int) int {
 // rowElems is the number of elements per entry of the first dimension.
 func (t *Tensor) rowElems() int {
 	n := 1
-	for _, d := range t.Shape[1:] {
+	for _, d := range t.shape()[1:] {
 		n *= d
 	}
 	return n
 }
 
+// validate checks that t is a named tensor of a valid dtype whose Data
+// holds exactly the elements its shape describes.
 func (t *Tensor) validate() error {
 	if t == nil {
 		return fmt.Errorf("%w: nil tensor", ErrInvalidTensor)
 	}
-	if err := validateMeta(t.Name, t.DType, t.Shape); err != nil {
+	if err := validateMeta(t.Name, t.DType, t.shape()); err != nil {
 		return err
+	}
+	if len(t.Shape) == 0 && len(t.Data)%t.DType.Size() != 0 {
+		return fmt.Errorf("%w: %q has no shape and %d bytes, not a whole number of %v elements", ErrInvalidTensor, t.Name, len(t.Data), t.DType)
 	}
 	if want := t.Count() * t.DType.Size(); len(t.Data) != want {
 		return fmt.Errorf("%w: %q of shape %v and dtype %v needs %d bytes, has %d", ErrInvalidTensor, t.Name, t.Shape, t.DType, want, len(t.Data))
@@ -68,7 +94,8 @@ func (t *Tensor) validate() error {
 }
 
 // validateMeta checks what host and device tensors share: a name, a valid
-// dtype and a shape without negative dimensions.
+// dtype and a non-empty shape without negative dimensions (a host Tensor
+// passes its shape(), so only a DeviceTensor can lack one).
 func validateMeta(name string, dt kernels.DType, shape []int) error {
 	if name == "" {
 		return fmt.Errorf("%w: a tensor needs a name", ErrInvalidTensor)
