@@ -44,5 +44,6 @@
 // as Go's own arithmetic does. Scale on integers rounds x·factor to the
 // nearest integer, ties to even, and saturates to the type's range, so the
 // integer Average of 3 and 4 is round(3.5) = 4 and of 1 and 2 is round(1.5)
-// = 2; the product is formed in float64, which is exact for |x| ≤ 2^53.
+// = 2 (Horovod truncates toward zero: 3 and 1); the product is formed in
+// float64, which is exact for |x| ≤ 2^53.
 package kernels

@@ -17,10 +17,11 @@ import (
 // allowed.
 //
 // Integer types compute math.RoundToEven(float64(x)*factor) (round to
-// nearest, ties to even) and clamp the result to the type's range (uint8:
-// [0, 255]). Products are formed in float64, so an int64 whose magnitude
-// exceeds 2^53 may lose low bits. A NaN or infinite factor gives an error
-// wrapping ErrFactor and leaves buf unchanged.
+// nearest, ties to even, where Horovod truncates toward zero) and clamp the
+// result to the type's range (uint8: [0, 255]). Products are formed in
+// float64, so an int64 whose magnitude exceeds 2^53 may lose low bits. A
+// NaN or infinite factor gives an error wrapping ErrFactor and leaves buf
+// unchanged.
 //
 // A factor that is exactly 1 in the working precision leaves buf untouched
 // (no pass over memory). An invalid dt wraps ErrDType; a buffer that is not

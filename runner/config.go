@@ -27,7 +27,11 @@ type Config struct {
 	// NP is the number of ranks to start (-np).
 	NP int
 	// Hosts lists the machines and their slots, already parsed (ParseHosts,
-	// ReadHostfile). Empty means "localhost" with NP slots.
+	// ReadHostfile). Empty means "localhost" with NP slots (at most
+	// MaxSlotsPerHost). This machine may appear once: "localhost",
+	// "127.0.0.1", "::1" and its host name (IsLocalHost) are one host, and
+	// listing two of them is an error, since their ranks would share local
+	// ranks (and GPUs).
 	Hosts []Host
 	// Command is the program and its arguments, run once per rank.
 	Command []string
@@ -70,7 +74,7 @@ type Config struct {
 	StallWarning    time.Duration // warn about stalled tensors; 0 never
 	StallShutdown   time.Duration // abort on a stall this long; 0 never
 	TimelinePath    string        // timeline file; "" none
-	LogLevel        string        // ranks' log level: debug, info, warn, error
+	LogLevel        string        // ranks' log level: debug, info, warn, error; also gorun's (see Logger)
 	OpTimeout       time.Duration // per-operation timeout; 0 none
 	NoSharedMemory  bool          // keep same-host links on TCP instead of shared memory
 
@@ -80,8 +84,10 @@ type Config struct {
 	// Stdout and Stderr receive the ranks' prefixed output; nil means
 	// os.Stdout and os.Stderr.
 	Stdout, Stderr io.Writer
-	// Logger receives gorun's own logs. Nil means text on Stderr, at info
-	// level when Verbose and warn level otherwise.
+	// Logger receives gorun's own logs. Nil means text on Stderr at warn
+	// level (gorun's info records are the Verbose detail), lowered to debug
+	// when LogLevel is debug, raised to error when it is error, and lowered
+	// to info at most when Verbose.
 	Logger *slog.Logger
 	// Launcher says how ranks are started: SpawnAuto ("": local hosts
 	// locally, others over ssh), SpawnLocal, SpawnSSH (every host, this one
@@ -123,9 +129,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
 		}
 	}
-	if err := checkAssignArgs(c.hosts(), c.NP); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.checkHostList())
 	check(len(c.Command) > 0, "no program to run")
 	check(len(c.Command) == 0 || c.Command[0] != "", "the program name is empty")
 	check(c.GracePeriod >= 0, "grace period %v is negative", c.GracePeriod)
@@ -138,6 +142,20 @@ func (c Config) Validate() error {
 	errs = append(errs, c.checkAddrs())
 	errs = append(errs, c.jobEnv().Validate())
 	return errors.Join(errs...)
+}
+
+// checkHostList checks the hosts against NP (see Assign), that an NP
+// without hosts fits on this one host, and that no two hosts name this
+// machine.
+func (c Config) checkHostList() error {
+	if len(c.Hosts) == 0 && c.NP > MaxSlotsPerHost {
+		return fmt.Errorf("%w: -np %d exceeds the %d ranks one host can run (no -H or -hostfile was given, so all would run on localhost)",
+			ErrSlots, c.NP, MaxSlotsPerHost)
+	}
+	if err := checkAssignArgs(c.hosts(), c.NP); err != nil {
+		return err
+	}
+	return checkLocalAliases(c.Hosts)
 }
 
 // checkLauncher checks Launcher, and that SpawnLocal names no remote host.
@@ -229,4 +247,19 @@ func (c Config) jobEnv() WorkerEnv {
 	e.OpTimeout = c.OpTimeout
 	e.NoSharedMemory = c.NoSharedMemory
 	return e
+}
+
+// gorunLevel is the level of gorun's own default logger (see Logger): warn,
+// or LogLevel where that is debug (or lower) or error (or higher), and at
+// most info when Verbose. A bad LogLevel (which Validate reports) counts as
+// info.
+func (c Config) gorunLevel() slog.Level {
+	level := slog.LevelWarn
+	if l, err := (WorkerEnv{LogLevel: c.LogLevel}).SlogLevel(); err == nil && (l < slog.LevelInfo || l > slog.LevelWarn) {
+		level = l
+	}
+	if c.Verbose {
+		level = min(level, slog.LevelInfo)
+	}
+	return level
 }

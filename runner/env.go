@@ -57,7 +57,7 @@ const (
 	DefaultStallWarning    = 60 * time.Second
 	DefaultStallShutdown   = time.Duration(0) // never
 	DefaultLogLevel        = "info"
-	DefaultOpTimeout       = time.Duration(0) // none
+	DefaultOpTimeout       = 10 * time.Minute // bound on every wait for another rank (negotiation included)
 )
 
 // SecretLen is the length in bytes of the job secret.
@@ -83,7 +83,7 @@ type WorkerEnv struct {
 	StallShutdown   time.Duration // abort the job after a stall this long; 0 = never
 	TimelinePath    string        // timeline output file; "" = no timeline
 	LogLevel        string        // slog level name: debug, info, warn, error
-	OpTimeout       time.Duration // per-operation timeout; 0 = none
+	OpTimeout       time.Duration // bound on every wait for another rank, negotiation included; 0 = none
 	NoSharedMemory  bool          // keep same-host links on TCP instead of shared memory
 }
 

@@ -38,7 +38,7 @@ func TestDefaultWorkerEnv(t *testing.T) {
 	e := DefaultWorkerEnv()
 	if e.Rank != 0 || e.Size != 1 || e.LocalSize != 1 || e.CrossSize != 1 ||
 		e.FusionThreshold != 64<<20 || e.CycleTime != time.Millisecond || e.CacheCapacity != 1024 ||
-		e.StallWarning != 60*time.Second || e.StallShutdown != 0 || e.LogLevel != "info" || e.OpTimeout != 0 {
+		e.StallWarning != 60*time.Second || e.StallShutdown != 0 || e.LogLevel != "info" || e.OpTimeout != 10*time.Minute {
 		t.Fatalf("DefaultWorkerEnv = %+v", e)
 	}
 	if err := e.Validate(); err != nil {

@@ -198,3 +198,31 @@ func hostLiteral(name string) string {
 // hostKey is the identity of a host name for duplicate detection: DNS names
 // are case-insensitive, and IPv6 names are already canonical.
 func hostKey(name string) string { return strings.ToLower(name) }
+
+// checkLocalAliases reports hosts that name this machine more than once
+// under different names ("localhost", "127.0.0.1", "::1", its host name;
+// see IsLocalHost). Such a list would place two sets of ranks on one
+// machine, each numbering its local ranks from 0, so two ranks would pin
+// the same GPU; the error shows the one item to write instead.
+func checkLocalAliases(hosts []Host) error {
+	var local []Host
+	for _, h := range hosts {
+		if IsLocalHost(h.Name) {
+			local = append(local, h)
+		}
+	}
+	if len(local) < 2 {
+		return nil
+	}
+	names := make([]string, len(local))
+	for i, h := range local {
+		names[i] = strconv.Quote(h.Name)
+	}
+	list, all := strings.Join(names[:len(names)-1], ", ")+" and "+names[len(names)-1], "all"
+	if len(local) == 2 {
+		all = "both"
+	}
+	merged := Host{Name: local[0].Name, Slots: TotalSlots(local)}
+	return fmt.Errorf("%w: %s %s name this machine; list it once with all its slots (%s)",
+		ErrHosts, list, all, merged)
+}

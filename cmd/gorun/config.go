@@ -61,7 +61,9 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	if err := tuning(c, &cfg); err != nil {
 		return cfg, err
 	}
-	return cfg, nil
+	flagOf := knobFlags()
+	err = cfg.KnobsFromEnviron(os.Getenv, func(name string) bool { return c.IsSet(flagOf[name]) })
+	return cfg, err
 }
 
 // hostsOf reads -H or -hostfile (at most one of them); nil when neither.

@@ -22,7 +22,8 @@
 // allocation gorun runs in, started through srun; else localhost with -np
 // slots):
 //
-//	-H, --hosts LIST      host1:2,host2:2 (repeatable)
+//	-H, --hosts LIST      host1:2,host2:2 (repeatable); this machine may appear once
+//	                      (localhost, 127.0.0.1, ::1 and its name are one host)
 //	-hostfile FILE        one "host slots=N" per line, '#' comments
 //	--bind-addr ADDR      this host's address that ranks reach the rendezvous on;
 //	                      needed with remote hosts unless --network-interface
@@ -37,12 +38,30 @@
 //	--output-filename DIR  also write DIR/rank.R/stdout and DIR/rank.R/stderr
 //	--verbose              log the placement and the commands (never the secret)
 //
+// gorun's own log shows warnings and errors; --verbose adds its info records
+// (placement, commands, ranks stopping), --log-level debug its debug records
+// too, and --log-level error hides its warnings.
+//
 // Tuning, passed to every rank: --fusion-threshold-mb (64), --cycle-time-ms
 // (1), --cache-capacity (1024), --stall-check-time (60s),
 // --stall-shutdown-time (0 = never), --timeline-filename, --log-level (info),
-// --op-timeout (0 = none), --no-shared-memory (links between ranks on one
+// --op-timeout (10m; bounds every wait for another rank, 0 = none), --no-shared-memory (links between ranks on one
 // host use shared memory unless given). Durations take Go syntax (90s,
 // 1m30s) or seconds.
+//
+// A tuning flag or --start-timeout that is not on the command line takes
+// the value of its variable in gorun's environment, if set: the flag wins,
+// then the environment, then the default, so
+//
+//	GOROVOD_LOG_LEVEL=debug gorun -np 2 ./train
+//
+// runs the ranks (and gorun) at debug level. The variables are
+// GOROVOD_START_TIMEOUT, GOROVOD_FUSION_THRESHOLD (in bytes),
+// GOROVOD_CYCLE_TIME, GOROVOD_CACHE_CAPACITY, GOROVOD_STALL_CHECK_TIME,
+// GOROVOD_STALL_SHUTDOWN_TIME, GOROVOD_TIMELINE, GOROVOD_LOG_LEVEL,
+// GOROVOD_OP_TIMEOUT and GOROVOD_SHARED_MEMORY (0 = --no-shared-memory), in
+// the syntax the ranks read (Go durations); a bad value is a command-line
+// error naming the variable.
 //
 // Every line a rank prints appears as "[R]<stdout>: text" or
 // "[R]<stderr>: text". When a rank fails, gorun stops the others (SIGTERM,
@@ -56,6 +75,7 @@
 // Exit status: 0 when every rank succeeded; the status of the first rank
 // that failed (1 if it has none, e.g. killed by a signal); 2 for a mistake
 // on the command line (flags, host list, hostfile, -np larger than the
-// slots); 130 when interrupted; 1 for anything else (a rank that could not
-// start, an unreachable host).
+// slots, a bad GOROVOD_ variable in gorun's environment); 130 when
+// interrupted; 1 for anything else (a rank that could not start, an
+// unreachable host).
 package main

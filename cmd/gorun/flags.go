@@ -27,12 +27,13 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: "np", Category: catJob, Usage: "number of ranks to start",
 			DefaultText: "all the slots of -H or -hostfile"},
 		&cli.GenericFlag{Name: "start-timeout", Category: catJob, Value: &duration{def.StartTimeout},
-			Usage: "how long ranks wait for each other in hvd.Init, and for host checks (Go duration, or seconds)"},
+			Usage: "how long ranks wait for each other in hvd.Init, and for host checks (Go duration, or seconds) [$GOROVOD_START_TIMEOUT]"},
 		&cli.StringSliceFlag{Name: "x", Category: catJob,
 			Usage: "pass environment variable NAME (or set NAME=value) to every rank; repeatable, NAME1,NAME2 allowed"},
 
 		&cli.StringSliceFlag{Name: "hosts", Aliases: []string{"H"}, Category: catHosts,
-			Usage: "hosts and their slots: host1:2,host2:2", DefaultText: "localhost with -np slots"},
+			Usage:       "hosts and their slots: host1:2,host2:2; list this machine once (localhost, 127.0.0.1, ::1 and its name are one host)",
+			DefaultText: "localhost with -np slots"},
 		&cli.StringFlag{Name: "hostfile", Category: catHosts, TakesFile: true,
 			Usage: `file with one "host slots=N" per line (instead of -H)`},
 		&cli.StringFlag{Name: "launcher", Category: catHosts, Value: "auto",
@@ -48,24 +49,44 @@ func flags() []cli.Flag {
 
 		&cli.StringFlag{Name: "output-filename", Category: catOutput, TakesFile: true,
 			Usage: "also write each rank's output to DIR/rank.R/stdout and DIR/rank.R/stderr"},
-		&cli.BoolFlag{Name: "verbose", Category: catOutput, Usage: "log the rank placement and the commands run (write --verbose=false to unset)"},
+		&cli.BoolFlag{Name: "verbose", Category: catOutput, Usage: "log the rank placement and the commands run, at info level (write --verbose=false to unset)"},
 
 		&cli.IntFlag{Name: "fusion-threshold-mb", Category: catTuning, Value: int(def.FusionThreshold >> 20),
-			Usage: "MiB of tensors fused into one all-reduce; 0 disables fusion"},
+			Usage: "MiB of tensors fused into one all-reduce; 0 disables fusion [$GOROVOD_FUSION_THRESHOLD, in bytes]"},
 		&cli.Float64Flag{Name: "cycle-time-ms", Category: catTuning, Value: float64(def.CycleTime) / float64(time.Millisecond),
-			Usage: "milliseconds between negotiation cycles"},
+			Usage: "milliseconds between negotiation cycles [$GOROVOD_CYCLE_TIME]"},
 		&cli.IntFlag{Name: "cache-capacity", Category: catTuning, Value: def.CacheCapacity,
-			Usage: "response cache entries; 0 disables the cache"},
+			Usage: "response cache entries; 0 disables the cache [$GOROVOD_CACHE_CAPACITY]"},
 		&cli.GenericFlag{Name: "stall-check-time", Category: catTuning, Value: &duration{def.StallWarning},
-			Usage: "warn about tensors some ranks have not submitted for this long; 0 disables"},
+			Usage: "warn about tensors some ranks have not submitted for this long; 0 disables [$GOROVOD_STALL_CHECK_TIME]"},
 		&cli.GenericFlag{Name: "stall-shutdown-time", Category: catTuning, Value: &duration{def.StallShutdown},
-			Usage: "abort the job after a stall this long; 0 never"},
-		&cli.StringFlag{Name: "timeline-filename", Category: catTuning, TakesFile: true, Usage: "write a timeline of the collective operations to this file"},
-		&cli.StringFlag{Name: "log-level", Category: catTuning, Value: def.LogLevel, Usage: "ranks' log level: debug, info, warn or error"},
+			Usage: "abort the job after a stall this long; 0 never [$GOROVOD_STALL_SHUTDOWN_TIME]"},
+		&cli.StringFlag{Name: "timeline-filename", Category: catTuning, TakesFile: true,
+			Usage: "write a timeline of the collective operations to this file [$GOROVOD_TIMELINE]"},
+		&cli.StringFlag{Name: "log-level", Category: catTuning, Value: def.LogLevel,
+			Usage: "log level of the ranks and of gorun: debug, info, warn or error (gorun shows warnings at info and warn; --verbose adds its info records) [$GOROVOD_LOG_LEVEL]"},
 		&cli.GenericFlag{Name: "op-timeout", Category: catTuning, Value: &duration{def.OpTimeout},
-			Usage: "fail a collective operation that takes longer; 0 never"},
+			Usage: "fail the job when a rank waits longer than this for another rank, in a collective or in the negotiation before it; the error names the rank that did not answer. A rank that submits nothing for this long while others wait counts too, so keep it above the longest work one rank does alone (evaluation, checkpointing); 0 never [$GOROVOD_OP_TIMEOUT]"},
 		&cli.BoolFlag{Name: "no-shared-memory", Category: catTuning,
-			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory"},
+			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory [$GOROVOD_SHARED_MEMORY=0]"},
+	}
+}
+
+// knobFlags maps each GOROVOD_ variable of runner.KnobVars to the flag that
+// sets its knob. Where the flag is not on the command line, the variable in
+// gorun's own environment sets it (runner.Config.KnobsFromEnviron).
+func knobFlags() map[string]string {
+	return map[string]string{
+		runner.EnvStartTimeout:      "start-timeout",
+		runner.EnvFusionThreshold:   "fusion-threshold-mb",
+		runner.EnvCycleTime:         "cycle-time-ms",
+		runner.EnvCacheCapacity:     "cache-capacity",
+		runner.EnvStallCheckTime:    "stall-check-time",
+		runner.EnvStallShutdownTime: "stall-shutdown-time",
+		runner.EnvTimeline:          "timeline-filename",
+		runner.EnvLogLevel:          "log-level",
+		runner.EnvOpTimeout:         "op-timeout",
+		runner.EnvSharedMemory:      "no-shared-memory",
 	}
 }
 

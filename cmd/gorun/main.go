@@ -42,6 +42,10 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 		UsageText: "gorun [flags] program [args...]\ngorun -np 4 -H host1:2,host2:2 ./train --epochs 3",
 		Description: "Flags go before the program; everything from the program on is passed to it\n" +
 			"as is. Put -- before a program whose name starts with '-'.\n\n" +
+			"A tuning flag (or --start-timeout) that is not given takes the value of its\n" +
+			"GOROVOD_ variable (shown as [$NAME]) in gorun's environment, in the ranks' syntax\n" +
+			"(Go durations; GOROVOD_FUSION_THRESHOLD in bytes; GOROVOD_SHARED_MEMORY 1 or 0),\n" +
+			"else its default: flag, then environment, then default.\n\n" +
 			"Exit status: 0 when every rank succeeded; the status of the first rank that\n" +
 			"failed (1 if it has none); 2 for a mistake on the command line; 130 when\n" +
 			"SIGINT or SIGTERM stopped the job.",
