@@ -105,38 +105,32 @@ func leave(rdv *rendezvous.Client, log *slog.Logger) {
 // the job, else the first address of an interface that is up.
 func bindHost(env runner.WorkerEnv, hints []string) (string, error) {
 	if b := env.BindAddr; b != "" {
-		if ifc, err := net.InterfaceByName(b); err == nil {
-			return interfaceAddr(ifc)
+		if _, err := net.InterfaceByName(b); err == nil {
+			ip, err := runner.InterfaceAddr(b)
+			return ip.String(), err
 		}
 		return b, nil
 	}
-	ip, err := routeTo(env.RendezvousAddr)
+	rdvHost, _, err := net.SplitHostPort(env.RendezvousAddr)
+	if err != nil {
+		return "", err
+	}
+	ip, err := runner.RouteAddr(rdvHost)
 	if err != nil {
 		return "", fmt.Errorf("finding a route to the rendezvous at %s: %w", env.RendezvousAddr, err)
 	}
-	rdvHost, _, _ := net.SplitHostPort(env.RendezvousAddr)
 	if !ip.IsLoopback() || isLoopbackName(rdvHost) || env.LocalSize == env.Size {
 		return ip.String(), nil
 	}
 	for _, h := range hints {
-		if hip, err := routeTo(net.JoinHostPort(h, "1")); err == nil && !hip.IsLoopback() {
+		if hip, err := runner.RouteAddr(h); err == nil && !hip.IsLoopback() {
 			return hip.String(), nil
 		}
 	}
-	if a, ok := firstUpAddr(); ok {
-		return a, nil
+	if up, ok := runner.UpAddr(); ok {
+		return up.String(), nil
 	}
 	return ip.String(), nil
-}
-
-// routeTo returns the local address of the route to addr (host:port).
-func routeTo(addr string) (netip.Addr, error) {
-	c, err := net.Dial("udp", addr) // sends nothing: only picks a route
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
 // isLoopbackName reports whether host names this machine's loopback.
@@ -146,35 +140,4 @@ func isLoopbackName(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
-}
-
-// firstUpAddr returns the first IPv4 address of an interface that is up
-// and not loopback.
-func firstUpAddr() (string, bool) {
-	ifcs, err := net.Interfaces()
-	if err != nil {
-		return "", false
-	}
-	for _, ifc := range ifcs {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		if a, err := interfaceAddr(&ifc); err == nil {
-			return a, true
-		}
-	}
-	return "", false
-}
-
-func interfaceAddr(ifc *net.Interface) (string, error) {
-	addrs, err := ifc.Addrs()
-	if err != nil {
-		return "", err
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
-			return ipn.IP.String(), nil
-		}
-	}
-	return "", fmt.Errorf("interface %s has no IPv4 address", ifc.Name)
 }

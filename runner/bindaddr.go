@@ -19,7 +19,7 @@ func (c Config) listenAddr() (string, error) {
 		}
 		return net.JoinHostPort(host, port), nil
 	case c.NetworkInterface != "":
-		ip, err := interfaceAddr(c.NetworkInterface)
+		ip, err := InterfaceAddr(c.NetworkInterface)
 		if err != nil {
 			return "", err
 		}
@@ -35,9 +35,9 @@ func (c Config) listenAddr() (string, error) {
 	}
 }
 
-// interfaceAddr returns the address of the named interface that other hosts
+// InterfaceAddr returns the address of the named interface that other hosts
 // can dial: its first IPv4 address, else its first global IPv6 address.
-func interfaceAddr(name string) (netip.Addr, error) {
+func InterfaceAddr(name string) (netip.Addr, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("%w: network interface %q: %w", ErrConfig, name, err)
@@ -68,34 +68,54 @@ func interfaceAddr(name string) (netip.Addr, error) {
 
 // routeToHosts returns the address this machine uses to reach the first of
 // hosts that is not this machine; where every host is this machine (or the
-// route is loopback), the first address of an interface that is up. It is
-// the rendezvous address of srun-launched ranks, which run on the nodes of
-// an allocation that gorun may or may not be part of.
+// route is loopback), UpAddr, else 127.0.0.1. It is the rendezvous address
+// of srun-launched ranks, which run on the nodes of an allocation that
+// gorun may or may not be part of.
 func routeToHosts(hosts []Host) (netip.Addr, error) {
 	for _, h := range hosts {
 		if IsLocalHost(h.Name) {
 			continue
 		}
-		c, err := net.Dial("udp", net.JoinHostPort(h.Name, "1")) // sends nothing
+		ip, err := RouteAddr(h.Name)
 		if err != nil {
 			return netip.Addr{}, fmt.Errorf("%w: finding the route to node %s: %w (give --bind-addr)", ErrConfig, h.Name, err)
 		}
-		ip := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
-		c.Close()
 		if !ip.IsLoopback() {
 			return ip, nil
 		}
 		break
 	}
+	if ip, ok := UpAddr(); ok {
+		return ip, nil
+	}
+	return netip.MustParseAddr("127.0.0.1"), nil
+}
+
+// RouteAddr returns the local address of this machine's route to host (a
+// name or an address): the address that host would see its packets come
+// from. It sends nothing.
+func RouteAddr(host string) (netip.Addr, error) {
+	c, err := net.Dial("udp", net.JoinHostPort(host, "1"))
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+// UpAddr returns the InterfaceAddr of the first interface that is up and
+// not loopback; ok is false when there is none.
+func UpAddr() (ip netip.Addr, ok bool) {
 	ifcs, err := net.Interfaces()
-	if err == nil {
-		for _, ifc := range ifcs {
-			if ifc.Flags&net.FlagUp != 0 && ifc.Flags&net.FlagLoopback == 0 {
-				if ip, err := interfaceAddr(ifc.Name); err == nil {
-					return ip, nil
-				}
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	for _, ifc := range ifcs {
+		if ifc.Flags&net.FlagUp != 0 && ifc.Flags&net.FlagLoopback == 0 {
+			if ip, err := InterfaceAddr(ifc.Name); err == nil {
+				return ip, true
 			}
 		}
 	}
-	return netip.MustParseAddr("127.0.0.1"), nil
+	return netip.Addr{}, false
 }
