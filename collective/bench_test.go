@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/internal/meshtest"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -14,13 +15,13 @@ import (
 // off, as between hosts) with n in-process ranks. Throughput is reported
 // as bus bandwidth's numerator (bytes per rank); multiply by 2(n-1)/n for
 // busbw.
-func BenchmarkAllreduceTCP(b *testing.B) { benchAllreduce(b, tcpMesh) }
+func BenchmarkAllreduceTCP(b *testing.B) { benchAllreduce(b, meshtest.TCP) }
 
 // BenchmarkAllreduceShm: the same over shared memory, as between ranks on
 // one host.
-func BenchmarkAllreduceShm(b *testing.B) { benchAllreduce(b, shmMesh) }
+func BenchmarkAllreduceShm(b *testing.B) { benchAllreduce(b, meshtest.Shm) }
 
-func benchAllreduce(b *testing.B, mk meshFn) {
+func benchAllreduce(b *testing.B, mk meshtest.Func) {
 	for _, n := range []int{2, 4} {
 		for _, size := range []int{4 << 10, 1 << 20, 64 << 20} {
 			b.Run(fmt.Sprintf("n%d/%dKiB", n, size>>10), func(b *testing.B) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/internal/meshtest"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -36,10 +37,10 @@ func offsets(counts []int) []int {
 }
 
 func TestAllgatherv(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range meshtest.Kinds() {
 		for _, n := range commSizes {
-			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
-				cs := newComms(t, tr.mk, n, collective.Options{SegmentBytes: 64, InlineBytes: 256})
+			t.Run(fmt.Sprintf("%s/n%d", tr.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, tr.Make, n, collective.Options{SegmentBytes: 64, InlineBytes: 256})
 				for _, base := range []int{0, 1, 7, 300} {
 					counts := vcounts(n, base)
 					off, total := offsets(counts), sum(counts)
@@ -50,7 +51,7 @@ func TestAllgatherv(t *testing.T) {
 							bufs[r][off[r]+e] = int64(r*1_000_000 + e)
 						}
 					}
-					mustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
+					meshtest.MustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
 						return collective.Allgather(context.Background(), c, bufs[r], counts)
 					}))
 					for r := range bufs {
@@ -73,10 +74,10 @@ func TestAllgatherv(t *testing.T) {
 // rank's share is checked against the closed-form values, as in the
 // all-reduce matrix.
 func TestReduceScatter(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range meshtest.Kinds() {
 		for _, n := range commSizes {
-			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
-				cs := newComms(t, tr.mk, n, collective.Options{SegmentBytes: 64, InlineBytes: 256})
+			t.Run(fmt.Sprintf("%s/n%d", tr.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, tr.Make, n, collective.Options{SegmentBytes: 64, InlineBytes: 256})
 				for _, l := range scatterLayouts(n) {
 					for _, dt := range kernels.DTypes {
 						for _, op := range kernels.Ops {
@@ -133,7 +134,7 @@ func reduceScatterCase(t *testing.T, cs []*collective.Comm, dt kernels.DType, op
 		bufs[r] = make([]byte, total*dt.Size())
 		fillPeriodic(dt, bufs[r], func(i int) float64 { return input(op, r, i) })
 	}
-	mustAll(t, onAll(t, cs, 60*time.Second, func(r int, c *collective.Comm) error {
+	meshtest.MustAll(t, onAll(t, cs, 60*time.Second, func(r int, c *collective.Comm) error {
 		return c.ReduceScatter(context.Background(), dt, bufs[r], arg, op, collective.ReduceOptions{})
 	}))
 	exact := make([]byte, total*dt.Size())
@@ -147,10 +148,10 @@ func reduceScatterCase(t *testing.T, cs []*collective.Comm, dt kernels.DType, op
 }
 
 func TestBroadcastEveryRoot(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range meshtest.Kinds() {
 		for _, n := range commSizes {
-			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
-				cs := newComms(t, tr.mk, n, collective.Options{SegmentBytes: 1000, InlineBytes: 100})
+			t.Run(fmt.Sprintf("%s/n%d", tr.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, tr.Make, n, collective.Options{SegmentBytes: 1000, InlineBytes: 100})
 				for root := range n {
 					for _, count := range []int{0, 1, 99, 100_003} {
 						bufs := make([][]uint8, n)
@@ -162,7 +163,7 @@ func TestBroadcastEveryRoot(t *testing.T) {
 								}
 							}
 						}
-						mustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
+						meshtest.MustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
 							return collective.Broadcast(context.Background(), c, bufs[r], root)
 						}))
 						for r := range bufs {
@@ -180,10 +181,10 @@ func TestBroadcastEveryRoot(t *testing.T) {
 }
 
 func TestAlltoallv(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range meshtest.Kinds() {
 		for _, n := range commSizes {
-			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
-				cs := newComms(t, tr.mk, n, collective.Options{})
+			t.Run(fmt.Sprintf("%s/n%d", tr.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, tr.Make, n, collective.Options{})
 				// rank r sends (r+p)%4 * scale elements to p.
 				for _, scale := range []int{1, 5000} {
 					cnt := func(from, to int) int { return (from + to) % 4 * scale }
@@ -202,7 +203,7 @@ func TestAlltoallv(t *testing.T) {
 							}
 						}
 					}
-					mustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
+					meshtest.MustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
 						return collective.Alltoall(context.Background(), c, send[r], sc[r], recv[r], rc[r])
 					}))
 					for r := range n {
@@ -222,13 +223,13 @@ func TestAlltoallv(t *testing.T) {
 }
 
 func TestBarrierWaitsForEveryRank(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
+	for _, tr := range meshtest.Kinds() {
+		t.Run(tr.Name, func(t *testing.T) {
 			const n = 5
-			cs := newComms(t, tr.mk, n, collective.Options{})
+			cs := meshtest.Comms(t, tr.Make, n, collective.Options{})
 			var entered [n]time.Time
 			var left [n]time.Time
-			mustAll(t, onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
+			meshtest.MustAll(t, onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
 				time.Sleep(time.Duration(r) * 20 * time.Millisecond)
 				entered[r] = time.Now()
 				err := c.Barrier(context.Background())
@@ -264,9 +265,9 @@ func TestScaleFactors(t *testing.T) {
 	}
 	// rank r gives (r+1)(i+1) at element i, so the plain sum is 10(i+1).
 	in := func(r, i int) float64 { return float64((r + 1) * (i + 1)) }
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			cs := newComms(t, tr.mk, n, collective.Options{})
+	for _, tr := range meshtest.Kinds() {
+		t.Run(tr.Name, func(t *testing.T) {
+			cs := meshtest.Comms(t, tr.Make, n, collective.Options{})
 			for _, tc := range cases {
 				want := func(i int) float64 { return tc.factor * 10 * float64(i+1) }
 				ar, rs := make([][]float64, n), make([][]float64, n)
@@ -276,7 +277,7 @@ func TestScaleFactors(t *testing.T) {
 						ar[r][i], rs[r][i] = in(r, i), in(r, i)
 					}
 				}
-				mustAll(t, onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
+				meshtest.MustAll(t, onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
 					if err := collective.Allreduce(context.Background(), c, ar[r], tc.op, tc.o); err != nil {
 						return err
 					}

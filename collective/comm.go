@@ -61,6 +61,10 @@ type Comm struct {
 
 	failMu sync.Mutex
 	cause  error
+
+	hopsOnce sync.Once // Agree's hops, derived once (they depend on the size only)
+	hops     []hop
+	hopsErr  error
 }
 
 type planKey struct {
@@ -125,8 +129,10 @@ func (c *Comm) failed(op string) error {
 	return fmt.Errorf("collective: %s on rank %d: communicator failed earlier: %w", op, c.Rank(), cause)
 }
 
-// invalid fails the communicator with an argument error. Peers would
-// otherwise wait forever for this rank's part of the operation.
+// invalid fails the communicator with an argument error, which wraps
+// ErrInvalid; format may use %w to keep a cause (kernels.ErrDType,
+// kernels.ErrOp, ...) in the chain too. Peers would otherwise wait forever
+// for this rank's part of the operation.
 func (c *Comm) invalid(op string, seq uint64, format string, args ...any) error {
 	err := &OpError{Op: op, Seq: seq, Step: -1, Rank: c.Rank(), Peer: -1,
 		Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}

@@ -10,85 +10,9 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/collective/memtransport"
-	"github.com/gorovod/gorovod/collective/tcptransport"
+	"github.com/gorovod/gorovod/collective/internal/meshtest"
 	"github.com/gorovod/gorovod/kernels"
 )
-
-type meshFn func(t testing.TB, n int) []collective.Transport
-
-func memMesh(t testing.TB, n int) []collective.Transport {
-	return memtransport.NewNetwork(n).Transports()
-}
-
-// tcpMesh: n in-process ranks whose links all carry their frames over
-// loopback TCP (shared memory off), the path between ranks on different
-// hosts.
-func tcpMesh(t testing.TB, n int) []collective.Transport {
-	t.Helper()
-	return localMesh(t, n, tcptransport.TCP)
-}
-
-// shmMesh: n in-process ranks on one host as shipped, every link moving
-// its frames through shared-memory rings (its sockets only watch the peer).
-func shmMesh(t testing.TB, n int) []collective.Transport {
-	t.Helper()
-	return localMesh(t, n, tcptransport.SharedMemory)
-}
-
-// localMesh forms a tcptransport mesh of n ranks and fails t unless every
-// link took path.
-func localMesh(t testing.TB, n int, path tcptransport.Path) []collective.Transport {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cfg := tcptransport.Config{Secret: bytes.Repeat([]byte{7}, 32), DisableSharedMemory: path == tcptransport.TCP}
-	ts, err := tcptransport.LocalMeshConfig(ctx, n, cfg)
-	if err != nil {
-		t.Fatalf("%v mesh of %d: %v", path, n, err)
-	}
-	if err := checkPaths(ts, path); err != nil {
-		for _, tr := range ts {
-			tr.Close()
-		}
-		t.Fatal(err)
-	}
-	return ts
-}
-
-// checkPaths reports the first link of ts that did not take path.
-func checkPaths(ts []collective.Transport, path tcptransport.Path) error {
-	for r, tr := range ts {
-		for p := range ts {
-			if got := tcptransport.LinkPath(tr, p); p != r && got != path {
-				return fmt.Errorf("%v mesh of %d: the link from rank %d to %d is on %v", path, len(ts), r, p, got)
-			}
-		}
-	}
-	return nil
-}
-
-// transports are the meshes every collective runs on: in memory, over TCP
-// (between hosts) and over shared memory (on one host).
-var transports = []struct {
-	name string
-	mk   meshFn
-}{{"mem", memMesh}, {"tcp", tcpMesh}, {"shm", shmMesh}}
-
-// newComms builds one communicator per rank and closes them at cleanup.
-func newComms(t *testing.T, mk meshFn, n int, opts collective.Options) []*collective.Comm {
-	t.Helper()
-	cs := make([]*collective.Comm, n)
-	for i, tr := range mk(t, n) {
-		cs[i] = collective.NewComm(tr, opts)
-	}
-	t.Cleanup(func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	})
-	return cs
-}
 
 // onAll runs f on every rank at once and returns the per-rank errors. It
 // fails the test if the ranks have not all returned within limit.
@@ -107,15 +31,6 @@ func onAll(t *testing.T, cs []*collective.Comm, limit time.Duration, f func(rank
 		t.Fatalf("ranks did not return within %v", limit)
 	}
 	return errs
-}
-
-func mustAll(t *testing.T, errs []error) {
-	t.Helper()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
 }
 
 // input is the closed-form value rank r contributes at element i for op:
@@ -278,7 +193,7 @@ func allreduceCase(t *testing.T, cs []*collective.Comm, dt kernels.DType, op ker
 	errs := onAll(t, cs, 60*time.Second, func(r int, c *collective.Comm) error {
 		return c.Allreduce(context.Background(), dt, bufs[r], op, collective.ReduceOptions{})
 	})
-	mustAll(t, errs)
+	meshtest.MustAll(t, errs)
 	exact := make([]byte, count*dt.Size())
 	fillPeriodic(dt, exact, func(i int) float64 { return expected(dt, op, n, i) })
 	for r := range bufs {
@@ -311,10 +226,10 @@ func smallCounts(n int) []int { return []int{0, 1, max(n-1, 0), n + 1, 1009} }
 // closed-form values, on both transports. Small segments force the
 // pipelined executor to interleave many segments even for small counts.
 func TestAllreduceMatrix(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range meshtest.Kinds() {
 		for _, n := range commSizes {
-			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
-				cs := newComms(t, tr.mk, n, collective.Options{SegmentBytes: 512, InlineBytes: 1024})
+			t.Run(fmt.Sprintf("%s/n%d", tr.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, tr.Make, n, collective.Options{SegmentBytes: 512, InlineBytes: 1024})
 				for _, count := range smallCounts(n) {
 					for _, dt := range kernels.DTypes {
 						for _, op := range kernels.Ops {
@@ -339,10 +254,10 @@ func TestAllreduceMillion(t *testing.T) {
 		ops = []kernels.Op{kernels.Sum, kernels.Max}
 		t.Logf("reduced matrix (race detector or -short): sizes %v, dtypes %v, ops %v", sizes, dtypes, ops)
 	}
-	for _, tr := range transports {
+	for _, tr := range meshtest.Kinds() {
 		for _, n := range sizes {
-			t.Run(fmt.Sprintf("%s/n%d", tr.name, n), func(t *testing.T) {
-				cs := newComms(t, tr.mk, n, collective.Options{})
+			t.Run(fmt.Sprintf("%s/n%d", tr.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, tr.Make, n, collective.Options{})
 				for _, dt := range dtypes {
 					for _, op := range ops {
 						allreduceCase(t, cs, dt, op, 1_000_000)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/internal/meshtest"
 	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/kernels"
 )
@@ -104,13 +105,13 @@ func TestBrokenLinkMidOperation(t *testing.T) {
 // process dies; every other rank's pending call fails quickly, over TCP
 // (ranks on different hosts) and over shared memory (ranks on one host).
 func TestPeerCloses(t *testing.T) {
-	for _, tr := range transports {
-		if tr.name == "mem" {
+	for _, tr := range meshtest.Kinds() {
+		if tr.Name == "mem" {
 			continue // memtransport's faults are the tests above
 		}
-		t.Run(tr.name, func(t *testing.T) {
+		t.Run(tr.Name, func(t *testing.T) {
 			const n = 4
-			cs := newComms(t, tr.mk, n, collective.Options{SegmentBytes: 64 << 10})
+			cs := meshtest.Comms(t, tr.Make, n, collective.Options{SegmentBytes: 64 << 10})
 			var fault time.Time
 			timer := time.AfterFunc(30*time.Millisecond, func() { fault = time.Now(); cs[3].Close() })
 			defer timer.Stop()
@@ -156,7 +157,7 @@ func TestCancelFailsEveryRank(t *testing.T) {
 }
 
 func TestInvalidArgumentFailsEveryRank(t *testing.T) {
-	cs := newComms(t, memMesh, 3, collective.Options{})
+	cs := meshtest.Comms(t, meshtest.Mem, 3, collective.Options{})
 	errs := onAll(t, cs, 5*time.Second, func(r int, c *collective.Comm) error {
 		buf := make([]byte, 100<<10)
 		if r == 1 {
@@ -175,7 +176,7 @@ func TestInvalidArgumentFailsEveryRank(t *testing.T) {
 }
 
 func TestCloseThenCall(t *testing.T) {
-	cs := newComms(t, memMesh, 2, collective.Options{})
+	cs := meshtest.Comms(t, meshtest.Mem, 2, collective.Options{})
 	cs[0].Close()
 	if err := cs[0].Barrier(context.Background()); !errors.Is(err, collective.ErrClosed) {
 		t.Fatalf("after Close: %v", err)

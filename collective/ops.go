@@ -43,33 +43,98 @@ func (c *Comm) begin(op string) (uint64, error) {
 
 func (c *Comm) end() { c.mu.Unlock() }
 
+// call is one collective operation in progress: its name and sequence
+// number, which its errors and frames carry. The Comm's lock is held from
+// open to end.
+type call struct {
+	c    *Comm
+	name string
+	seq  uint64
+}
+
+// open starts the collective called name on buf, a whole number of dt
+// elements (Broadcast and Barrier pass bytes as kernels.U8), and returns
+// their count: it waits for the operations before it, fails at once if
+// the Comm failed earlier, and numbers the operation. When it returns no
+// error the caller must call end.
+func (c *Comm) open(name string, dt kernels.DType, buf []byte) (call, int, error) {
+	seq, err := c.begin(name)
+	if err != nil {
+		return call{}, 0, err
+	}
+	x := call{c: c, name: name, seq: seq}
+	n, err := x.elements(dt, buf)
+	if err != nil {
+		c.end()
+		return call{}, 0, err
+	}
+	return x, n, nil
+}
+
+// end lets the next operation start.
+func (x call) end() { x.c.end() }
+
+// invalid fails the Comm with an argument error of this call; format may
+// use %w to keep a cause in the chain.
+func (x call) invalid(format string, args ...any) error {
+	return x.c.invalid(x.name, x.seq, format, args...)
+}
+
 // elements checks that buf holds a whole number of dt elements.
-func (c *Comm) elements(op string, seq uint64, dt kernels.DType, buf []byte) (int, error) {
+func (x call) elements(dt kernels.DType, buf []byte) (int, error) {
 	if !dt.Valid() {
-		return 0, c.invalid(op, seq, "dtype %v", dt)
+		return 0, x.invalid("%w: %v", kernels.ErrDType, dt)
 	}
 	if len(buf)%dt.Size() != 0 {
-		return 0, c.invalid(op, seq, "buffer of %d bytes is not a whole number of %v elements", len(buf), dt)
+		return 0, x.invalid("buffer of %d bytes is not a whole number of %v elements", len(buf), dt)
 	}
 	return len(buf) / dt.Size(), nil
 }
 
 // checkCounts validates per-rank element counts against a buffer length.
-func (c *Comm) checkCounts(op string, seq uint64, counts []int, total int) error {
-	if len(counts) != c.Size() {
-		return c.invalid(op, seq, "%d counts for %d ranks", len(counts), c.Size())
+func (x call) checkCounts(counts []int, total int) error {
+	if len(counts) != x.c.Size() {
+		return x.invalid("%d counts for %d ranks", len(counts), x.c.Size())
 	}
 	sum := 0
 	for i, n := range counts {
 		if n < 0 {
-			return c.invalid(op, seq, "count %d for rank %d", n, i)
+			return x.invalid("count %d for rank %d", n, i)
 		}
 		sum += n
 	}
 	if sum != total {
-		return c.invalid(op, seq, "counts add up to %d elements, buffer holds %d", sum, total)
+		return x.invalid("counts add up to %d elements, buffer holds %d", sum, total)
 	}
 	return nil
+}
+
+// plan returns the cached plan for key (built with mk on a miss); a
+// schedule that cannot be planned is an argument error.
+func (x call) plan(key planKey, mk func() []Step) (*plan, error) {
+	p, err := x.c.getPlan(key, mk)
+	if err != nil {
+		return nil, x.invalid("%w", err)
+	}
+	return p, nil
+}
+
+// scale multiplies buf's dt elements by factor before an operation; a
+// buffer the kernels cannot scale is an argument error.
+func (x call) scale(dt kernels.DType, buf []byte, factor float64) error {
+	if err := kernels.Scale(dt, buf, factor); err != nil {
+		return x.invalid("%w", err)
+	}
+	return nil
+}
+
+// reducer returns the reduction of dt elements with op.
+func (x call) reducer(dt kernels.DType, op kernels.Op) (kernels.ReduceFunc, error) {
+	red, err := kernels.Lookup(dt, op)
+	if err != nil {
+		return nil, x.invalid("%w", err)
+	}
+	return red, nil
 }
 
 func countsKey(counts []int) string {
@@ -86,47 +151,43 @@ func (c *Comm) segElems(esz int) int { return max(1, c.opts.SegmentBytes/esz) }
 // Allreduce reduces buf element-wise across all ranks with op, in place:
 // afterwards every rank holds the same result.
 func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op kernels.Op, o ReduceOptions) error {
-	const name = "allreduce"
-	seq, err := c.begin(name)
+	x, n, err := c.open("allreduce", dt, buf)
 	if err != nil {
 		return err
 	}
-	defer c.end()
-	n, err := c.elements(name, seq, dt, buf)
+	defer x.end()
+	red, err := x.reducer(dt, op)
 	if err != nil {
 		return err
-	}
-	red, err := kernels.Lookup(dt, op)
-	if err != nil {
-		return c.invalid(name, seq, "%v", err)
 	}
 	pre, post := o.factors(op, c.Size())
-	if err := kernels.Scale(dt, buf, pre); err != nil {
-		return c.invalid(name, seq, "%v", err)
+	if err := x.scale(dt, buf, pre); err != nil {
+		return err
 	}
-	p, err := c.allreducePlan(n, dt.Size())
+	p, err := x.plan(c.allreduceKey(n, dt.Size()))
 	if err != nil {
-		return c.invalid(name, seq, "%v", err)
+		return err
 	}
-	r := &run{p: p, op: name, seq: seq, bufs: [2][]byte{buf}, esz: dt.Size(), reduce: red}
+	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: dt.Size(), reduce: red}
 	if err := c.execute(ctx, r, len(buf)); err != nil {
 		return err
 	}
 	return kernels.Scale(dt, buf, post)
 }
 
-// allreducePlan picks the algorithm by size: recursive doubling for
+// allreduceKey picks the algorithm by size: recursive doubling for
 // buffers small enough to run inline (latency-bound: fewest messages), the
-// pipelined ring otherwise (bandwidth-bound: fewest bytes per rank).
-func (c *Comm) allreducePlan(count, esz int) (*plan, error) {
+// pipelined ring otherwise (bandwidth-bound: fewest bytes per rank). It
+// returns the plan's key and the schedule that builds it.
+func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 	if count*esz <= c.opts.InlineBytes {
-		return c.getPlan(planKey{alg: "allreduce-doubling", count: count, esz: esz}, func() []Step {
+		return planKey{alg: "allreduce-doubling", count: count, esz: esz}, func() []Step {
 			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
-		})
+		}
 	}
-	return c.getPlan(planKey{alg: "allreduce-ring", count: count, esz: esz}, func() []Step {
+	return planKey{alg: "allreduce-ring", count: count, esz: esz}, func() []Step {
 		return RingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
-	})
+	}
 }
 
 // ReduceScatter reduces buf element-wise across all ranks with op and leaves
@@ -135,37 +196,32 @@ func (c *Comm) allreducePlan(count, esz int) (*plan, error) {
 // chunks as by an even split). Other chunks of buf are left partially
 // reduced.
 func (c *Comm) ReduceScatter(ctx context.Context, dt kernels.DType, buf []byte, counts []int, op kernels.Op, o ReduceOptions) error {
-	const name = "reducescatter"
-	seq, err := c.begin(name)
+	x, n, err := c.open("reducescatter", dt, buf)
 	if err != nil {
 		return err
 	}
-	defer c.end()
-	n, err := c.elements(name, seq, dt, buf)
-	if err != nil {
-		return err
-	}
+	defer x.end()
 	if counts == nil {
 		counts = evenLayout(n, c.Size()).n
 	}
-	if err := c.checkCounts(name, seq, counts, n); err != nil {
+	if err := x.checkCounts(counts, n); err != nil {
 		return err
 	}
-	red, err := kernels.Lookup(dt, op)
+	red, err := x.reducer(dt, op)
 	if err != nil {
-		return c.invalid(name, seq, "%v", err)
+		return err
 	}
 	pre, post := o.factors(op, c.Size())
-	if err := kernels.Scale(dt, buf, pre); err != nil {
-		return c.invalid(name, seq, "%v", err)
+	if err := x.scale(dt, buf, pre); err != nil {
+		return err
 	}
-	p, err := c.getPlan(planKey{alg: name, count: n, esz: dt.Size(), counts: countsKey(counts)}, func() []Step {
+	p, err := x.plan(planKey{alg: x.name, count: n, esz: dt.Size(), counts: countsKey(counts)}, func() []Step {
 		return RingReduceScatter(c.Rank(), counts, c.segElems(dt.Size()))
 	})
 	if err != nil {
-		return c.invalid(name, seq, "%v", err)
+		return err
 	}
-	r := &run{p: p, op: name, seq: seq, bufs: [2][]byte{buf}, esz: dt.Size(), reduce: red}
+	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: dt.Size(), reduce: red}
 	if err := c.execute(ctx, r, len(buf)); err != nil {
 		return err
 	}
@@ -178,101 +234,89 @@ func (c *Comm) ReduceScatter(ctx context.Context, dt kernels.DType, buf []byte, 
 // Chunk i holds counts[i] elements of dt (counts may differ per rank) and the
 // chunks lie back to back; on entry each rank's own chunk must be filled.
 func (c *Comm) Allgather(ctx context.Context, dt kernels.DType, buf []byte, counts []int) error {
-	const name = "allgather"
-	seq, err := c.begin(name)
+	x, n, err := c.open("allgather", dt, buf)
 	if err != nil {
 		return err
 	}
-	defer c.end()
-	n, err := c.elements(name, seq, dt, buf)
-	if err != nil {
+	defer x.end()
+	if err := x.checkCounts(counts, n); err != nil {
 		return err
 	}
-	if err := c.checkCounts(name, seq, counts, n); err != nil {
-		return err
-	}
-	p, err := c.getPlan(planKey{alg: name, count: n, esz: dt.Size(), counts: countsKey(counts)}, func() []Step {
+	p, err := x.plan(planKey{alg: x.name, count: n, esz: dt.Size(), counts: countsKey(counts)}, func() []Step {
 		return RingAllgather(c.Rank(), counts, c.segElems(dt.Size()))
 	})
 	if err != nil {
-		return c.invalid(name, seq, "%v", err)
+		return err
 	}
-	r := &run{p: p, op: name, seq: seq, bufs: [2][]byte{buf}, esz: dt.Size()}
+	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: dt.Size()}
 	return c.execute(ctx, r, len(buf))
 }
 
 // Broadcast copies root's buf into every other rank's buf.
 func (c *Comm) Broadcast(ctx context.Context, buf []byte, root int) error {
-	const name = "broadcast"
-	seq, err := c.begin(name)
+	x, n, err := c.open("broadcast", kernels.U8, buf)
 	if err != nil {
 		return err
 	}
-	defer c.end()
+	defer x.end()
 	if root < 0 || root >= c.Size() {
-		return c.invalid(name, seq, "root %d outside [0, %d)", root, c.Size())
+		return x.invalid("root %d outside [0, %d)", root, c.Size())
 	}
-	p, err := c.getPlan(planKey{alg: name, root: root, count: len(buf), esz: 1}, func() []Step {
-		return ChainBroadcast(c.Rank(), c.Size(), root, len(buf), c.segElems(1))
+	p, err := x.plan(planKey{alg: x.name, root: root, count: n, esz: 1}, func() []Step {
+		return ChainBroadcast(c.Rank(), c.Size(), root, n, c.segElems(1))
 	})
 	if err != nil {
-		return c.invalid(name, seq, "%v", err)
+		return err
 	}
-	r := &run{p: p, op: name, seq: seq, bufs: [2][]byte{buf}, esz: 1}
-	return c.execute(ctx, r, len(buf))
+	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: 1}
+	return c.execute(ctx, r, n)
 }
 
 // Alltoall sends block p of send (sendCounts[p] elements) to rank p and
 // receives rank p's block for this rank (recvCounts[p] elements) into block
 // p of recv. Blocks lie back to back; send and recv must not overlap.
 func (c *Comm) Alltoall(ctx context.Context, dt kernels.DType, send []byte, sendCounts []int, recv []byte, recvCounts []int) error {
-	const name = "alltoall"
-	seq, err := c.begin(name)
+	x, ns, err := c.open("alltoall", dt, send)
 	if err != nil {
 		return err
 	}
-	defer c.end()
-	ns, err := c.elements(name, seq, dt, send)
+	defer x.end()
+	nr, err := x.elements(dt, recv)
 	if err != nil {
 		return err
 	}
-	nr, err := c.elements(name, seq, dt, recv)
-	if err != nil {
+	if err := x.checkCounts(sendCounts, ns); err != nil {
 		return err
 	}
-	if err := c.checkCounts(name, seq, sendCounts, ns); err != nil {
-		return err
-	}
-	if err := c.checkCounts(name, seq, recvCounts, nr); err != nil {
+	if err := x.checkCounts(recvCounts, nr); err != nil {
 		return err
 	}
 	me := c.Rank()
 	if sendCounts[me] != recvCounts[me] {
-		return c.invalid(name, seq, "sends %d elements to itself but expects %d", sendCounts[me], recvCounts[me])
+		return x.invalid("sends %d elements to itself but expects %d", sendCounts[me], recvCounts[me])
 	}
 	sl, rl, esz := countsLayout(sendCounts), countsLayout(recvCounts), dt.Size()
 	copy(recv[rl.off[me]*esz:(rl.off[me]+rl.n[me])*esz], send[sl.off[me]*esz:(sl.off[me]+sl.n[me])*esz])
-	key := planKey{alg: name, esz: esz, counts: countsKey(sendCounts) + "/" + countsKey(recvCounts)}
-	p, err := c.getPlan(key, func() []Step { return ShiftAlltoall(me, sendCounts, recvCounts) })
+	key := planKey{alg: x.name, esz: esz, counts: countsKey(sendCounts) + "/" + countsKey(recvCounts)}
+	p, err := x.plan(key, func() []Step { return ShiftAlltoall(me, sendCounts, recvCounts) })
 	if err != nil {
-		return c.invalid(name, seq, "%v", err)
+		return err
 	}
-	r := &run{p: p, op: name, seq: seq, bufs: [2][]byte{send, recv}, esz: esz}
+	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{send, recv}, esz: esz}
 	return c.execute(ctx, r, max(len(send), len(recv)))
 }
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	const name = "barrier"
-	seq, err := c.begin(name)
+	x, _, err := c.open("barrier", kernels.U8, nil) // no data
 	if err != nil {
 		return err
 	}
-	defer c.end()
-	p, err := c.getPlan(planKey{alg: name}, func() []Step { return DisseminationBarrier(c.Rank(), c.Size()) })
+	defer x.end()
+	p, err := x.plan(planKey{alg: x.name}, func() []Step { return DisseminationBarrier(c.Rank(), c.Size()) })
 	if err != nil {
-		return c.invalid(name, seq, "%v", err)
+		return err
 	}
-	r := &run{p: p, op: name, seq: seq, esz: 1}
+	r := &run{p: p, op: x.name, seq: x.seq, esz: 1}
 	return c.execute(ctx, r, 0)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -85,7 +86,7 @@ func (t *blameTransport) peerCause() string {
 		return ""
 	}
 	err := t.r.comm.Err()
-	if na, ok := errors.AsType[*collective.NoAnswerError](err); ok && len(na.Silent) > 0 {
+	if na, ok := errors.AsType[*engine.NoAnswerError](err); ok && len(na.Silent) > 0 {
 		return strconv.Itoa(na.Silent[0]) // a rank that stopped answering
 	}
 	if !errors.Is(err, collective.ErrPeerGone) {
@@ -130,7 +131,7 @@ func (t *blameTransport) report(because string) {
 // another rank shut down while operations were in flight (the engine's
 // own Shutdown gives another message).
 func stoppedByPeerShutdown(err error) bool {
-	return errors.Is(err, collective.ErrShutdown) && strings.Contains(err.Error(), "shut down while tensors were in flight")
+	return errors.Is(err, engine.ErrShutdown) && strings.Contains(err.Error(), "shut down while tensors were in flight")
 }
 
 // blameConn is one reporting link.

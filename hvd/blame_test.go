@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
@@ -27,25 +28,9 @@ func gorunJob(t *testing.T, n int) ([]*hvd.Runtime, *rendezvous.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	rts := make([]*hvd.Runtime, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		env := slot(r, n)
-		env.RendezvousAddr, env.Secret, env.StartTimeout = srv.Addr(), secret, 10*time.Second
-		wg.Go(func() { rts[r], errs[r] = hvd.NewRuntime(context.Background(), hvd.Config{Env: env}) })
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, rt := range rts {
-			rt.Shutdown()
-		}
-	})
+	rts := hvdtest.Start(t, n, hvdtest.WithConfig(func(cfg *hvd.Config) {
+		cfg.Transport, cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = nil, srv.Addr(), secret, 10*time.Second
+	}))
 	return rts, srv
 }
 

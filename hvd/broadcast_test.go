@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
 
 func TestBroadcastParametersAndOptimizerState(t *testing.T) {
-	rts := job(t, 3)
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	rts := hvdtest.Start(t, 3)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ctx := context.Background()
 		ps := []*hvd.Param{hvd.NewParam("a", 3), hvd.NewParam("b", 0), hvd.NewParam("c", 1), hvd.NewParam32("d", 2)}
 		for _, p := range ps {
@@ -58,9 +59,9 @@ type config struct {
 }
 
 func TestBroadcastObject(t *testing.T) {
-	rts := job(t, 3)
+	rts := hvdtest.Start(t, 3)
 	want := config{Name: "mlp", Layers: []int{784, 128, 10}, Labels: map[int]string{0: "t-shirt"}}
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		v := config{Name: "local", Dropout: 0.5, Inner: &struct{ X, Y int }{1, 2}} // fields root has as zero
 		if r == 2 {
 			v = want
@@ -76,8 +77,8 @@ func TestBroadcastObject(t *testing.T) {
 }
 
 func TestBroadcastObjectErrors(t *testing.T) {
-	rts := job(t, 2)
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	rts := hvdtest.Start(t, 2)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ctx := context.Background()
 		if err := hvd.BroadcastObject(ctx, rt, config{}, 0); err == nil {
 			return fmt.Errorf("a non-pointer was accepted")
@@ -93,8 +94,8 @@ func TestBroadcastObjectErrors(t *testing.T) {
 }
 
 func TestAverageMetrics(t *testing.T) {
-	rts := job(t, 4)
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	rts := hvdtest.Start(t, 4)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ctx := context.Background()
 		loss, err := hvd.AverageMetric(ctx, rt, "loss", float64(r))
 		if err != nil || loss != 1.5 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
 
 // quiet discards the warnings about skipped checkpoints.
@@ -54,7 +55,7 @@ func TestCheckpointFileRoundTripAndDamage(t *testing.T) {
 }
 
 func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
-	rt := job(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	c := &hvd.Checkpointer{Dir: filepath.Join(t.TempDir(), "ckpt"), Logger: quiet}
 	if ck, _, err := c.Latest(); ck != nil || err != nil {
 		t.Fatalf("no directory yet: %v, %v", ck, err)
@@ -103,7 +104,7 @@ func flip(t *testing.T, path string) {
 }
 
 func TestSaveKeepsTheLastK(t *testing.T) {
-	rt := job(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	c := &hvd.Checkpointer{Dir: t.TempDir(), Keep: 2, Logger: quiet}
 	os.WriteFile(filepath.Join(c.Dir, ".checkpoint-123.tmp"), []byte("half a save"), 0o644)
 	for s := int64(10); s <= 50; s += 10 {
@@ -123,7 +124,7 @@ func TestSaveKeepsTheLastK(t *testing.T) {
 }
 
 func TestLoadLatestComesFromRankZero(t *testing.T) {
-	rts := job(t, 3)
+	rts := hvdtest.Start(t, 3)
 	root := t.TempDir()
 	c0 := &hvd.Checkpointer{Dir: root, Logger: quiet}
 	if err := c0.Save(rts[0], checkpointAt(3)); err != nil {
@@ -133,7 +134,7 @@ func TestLoadLatestComesFromRankZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	truncate(t, c0.Path(6))
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		c := c0
 		if r > 0 { // other hosts: an empty directory of their own
 			c = &hvd.Checkpointer{Dir: filepath.Join(t.TempDir(), fmt.Sprint(r))}
@@ -153,9 +154,9 @@ func TestLoadLatestComesFromRankZero(t *testing.T) {
 }
 
 func TestLoadLatestWithoutCheckpoints(t *testing.T) {
-	rts := job(t, 2)
+	rts := hvdtest.Start(t, 2)
 	c := &hvd.Checkpointer{Dir: filepath.Join(t.TempDir(), "none")}
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ck, err := c.LoadLatest(context.Background(), rt)
 		if ck != nil || err != nil {
 			return fmt.Errorf("got %v, %v; want nothing", ck, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
@@ -43,7 +42,7 @@ func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, lo
 }
 
 func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, runner.WorkerEnv, error) {
-	host, err := bindHost(env, plan.RouteHints)
+	host, err := runner.DataPlaneHost(env.BindAddr, env.RendezvousAddr, env.LocalSize == env.Size, plan.RouteHints)
 	if err != nil {
 		return nil, env, err
 	}
@@ -71,7 +70,7 @@ func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *
 	}
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
-		DisableSharedMemory: env.NoSharedMemory,
+		NoSharedMemory: env.NoSharedMemory,
 	})
 	if err != nil {
 		leave(rdv, log)
@@ -94,50 +93,4 @@ func leave(rdv *rendezvous.Client, log *slog.Logger) {
 	if err := rdv.Leave(ctx); err != nil {
 		log.Debug("hvd: leaving the rendezvous", "err", err)
 	}
-}
-
-// bindHost picks the address the data plane listens on: GOROVOD_BIND_ADDR
-// as an address or a network interface name, else the local address this
-// host uses to reach the rendezvous (so peers can reach it the same way).
-// A loopback route to a rendezvous that is not named as loopback means
-// that it runs on this host (as under Slurm, where rank 0 serves it and a
-// host name may resolve to 127.0.1.1): then the route to another host of
-// the job, else the first address of an interface that is up.
-func bindHost(env runner.WorkerEnv, hints []string) (string, error) {
-	if b := env.BindAddr; b != "" {
-		if _, err := net.InterfaceByName(b); err == nil {
-			ip, err := runner.InterfaceAddr(b)
-			return ip.String(), err
-		}
-		return b, nil
-	}
-	rdvHost, _, err := net.SplitHostPort(env.RendezvousAddr)
-	if err != nil {
-		return "", err
-	}
-	ip, err := runner.RouteAddr(rdvHost)
-	if err != nil {
-		return "", fmt.Errorf("finding a route to the rendezvous at %s: %w", env.RendezvousAddr, err)
-	}
-	if !ip.IsLoopback() || isLoopbackName(rdvHost) || env.LocalSize == env.Size {
-		return ip.String(), nil
-	}
-	for _, h := range hints {
-		if hip, err := runner.RouteAddr(h); err == nil && !hip.IsLoopback() {
-			return hip.String(), nil
-		}
-	}
-	if up, ok := runner.UpAddr(); ok {
-		return up.String(), nil
-	}
-	return ip.String(), nil
-}
-
-// isLoopbackName reports whether host names this machine's loopback.
-func isLoopbackName(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

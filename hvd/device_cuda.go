@@ -3,6 +3,7 @@
 package hvd
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"sync"
@@ -35,6 +36,14 @@ type deviceState struct {
 	allocs   map[uintptr]*cuda.Buffer
 	inflight map[string]bool
 	ops      sync.WaitGroup // device operations' goroutines
+	chunk    int            // staging span size in bytes; 0: stageChunk (tests set others)
+}
+
+// stageBytes is the most bytes of a device tensor staged at a time.
+func (d *deviceState) stageBytes() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return cmp.Or(d.chunk, stageChunk)
 }
 
 // gpu returns the rank's CUDA context, opening it on first use.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorovod/gorovod/collective/tcptransport"
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/gorovod/gorovod/kernels/cuda"
 )
@@ -98,7 +98,7 @@ func expect(op kernels.Op, n, j int) float64 {
 func TestDeviceAllreduce(t *testing.T) {
 	_, st := gpu(t)
 	for _, n := range []int{2, 4} {
-		rts := memRuntimes(t, n)
+		rts := hvdtest.Start(t, n)
 		for _, dt := range []kernels.DType{kernels.F32, kernels.F64, kernels.F16, kernels.BF16, kernels.I32, kernels.I64} {
 			for _, op := range []kernels.Op{kernels.Sum, kernels.Average, kernels.Max, kernels.Min} {
 				counts := []int{0, 1, 1000}
@@ -140,7 +140,7 @@ func TestDeviceAllreduce(t *testing.T) {
 // GPU (2 × ... × 0.25 of a sum over 2 ranks is half the sum).
 func TestDeviceAllreduceScales(t *testing.T) {
 	_, st := gpu(t)
-	rts := memRuntimes(t, 2)
+	rts := hvdtest.Start(t, 2)
 	const count = (20 << 20) / 4
 	ds := make([]*hvd.DeviceTensor, 2)
 	for r, rt := range rts {
@@ -165,7 +165,7 @@ func TestDeviceAllreduceScales(t *testing.T) {
 // TestDeviceBroadcast copies root 1's tensor (several spans) to every rank.
 func TestDeviceBroadcast(t *testing.T) {
 	_, st := gpu(t)
-	rts := memRuntimes(t, 4)
+	rts := hvdtest.Start(t, 4)
 	const count = (36 << 20) / 8
 	ds := make([]*hvd.DeviceTensor, 4)
 	for r, rt := range rts {
@@ -191,7 +191,7 @@ func TestDeviceBroadcast(t *testing.T) {
 // tensor on every rank.
 func TestDeviceAllgather(t *testing.T) {
 	_, st := gpu(t)
-	rts := memRuntimes(t, 3)
+	rts := hvdtest.Start(t, 3)
 	ds := make([]*hvd.DeviceTensor, 3)
 	for r, rt := range rts {
 		vals := make([]float64, 3*(r+1))
@@ -228,7 +228,7 @@ func TestDeviceAllgather(t *testing.T) {
 // ErrShutdown, and memory the runtime did not allocate is not freed.
 func TestDeviceAfterShutdown(t *testing.T) {
 	_, st := gpu(t)
-	rt := memRuntimes(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	d := upload(t, rt, st, "late", kernels.F32, []float64{1, 2})
 	if err := rt.FreeDevice(&hvd.DeviceTensor{Name: "alien", DType: kernels.F32, Shape: []int{1}, Ptr: d.Ptr + 4}); !errors.Is(err, hvd.ErrInvalidTensor) {
 		t.Errorf("freeing a foreign pointer: err = %v, want ErrInvalidTensor", err)
@@ -244,7 +244,7 @@ func TestDeviceAfterShutdown(t *testing.T) {
 // seconds, instead of leaving the others waiting for its spans.
 func TestDeviceFailureReachesEveryRank(t *testing.T) {
 	_, st := gpu(t)
-	rts := memRuntimes(t, 3)
+	rts := hvdtest.Start(t, 3)
 	const count = (20 << 20) / 4
 	ds := make([]*hvd.DeviceTensor, 3)
 	for r, rt := range rts {
@@ -276,28 +276,6 @@ func TestDeviceFailureReachesEveryRank(t *testing.T) {
 	}
 }
 
-// tcpRuntimes builds n runtimes in this process over loopback TCP.
-func tcpRuntimes(b testing.TB, n int) []*hvd.Runtime {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	trs, err := tcptransport.LocalMesh(ctx, n, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rts := make([]*hvd.Runtime, n)
-	for r := range n {
-		if rts[r], err = hvd.NewRuntime(ctx, hvd.Config{Env: slot(r, n), Transport: trs[r]}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Cleanup(func() {
-		for _, rt := range rts {
-			rt.Shutdown()
-		}
-	})
-	return rts
-}
-
 // BenchmarkDeviceVsHost all-reduces 64 MiB of float32 on 2 and 4 ranks
 // (sharing one GPU) over loopback TCP, alternating one all-reduce from host
 // memory and one from GPU memory, so that both see the same machine, and
@@ -309,7 +287,7 @@ func BenchmarkDeviceVsHost(b *testing.B) {
 	const bytes = 64 << 20
 	_, st := gpu(b)
 	for _, n := range []int{2, 4} {
-		rts := tcpRuntimes(b, n)
+		rts := hvdtest.Start(b, n, hvdtest.OverTCP())
 		hosts := make([]*hvd.Tensor, n)
 		devs := make([]*hvd.DeviceTensor, n)
 		for r, rt := range rts {
@@ -323,7 +301,9 @@ func BenchmarkDeviceVsHost(b *testing.B) {
 		}
 		for _, chunk := range []int{4 << 20, 8 << 20, 16 << 20} {
 			b.Run(fmt.Sprintf("n=%d/span=%dMiB", n, chunk>>20), func(b *testing.B) {
-				defer hvd.SetStageChunk(chunk)()
+				for _, rt := range rts {
+					rt.SetStageChunk(chunk)
+				}
 				var host, dev time.Duration
 				for b.Loop() {
 					host += timed(b, func(r int, rt *hvd.Runtime) error {

@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 )
 
 // TestDeviceTensorsNeedCUDA: without -tags cuda every device operation
 // fails with ErrNoCUDA naming the tensor, and the device is the CPU.
 func TestDeviceTensorsNeedCUDA(t *testing.T) {
-	rt := memRuntimes(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	ctx := context.Background()
 	if rt.Device().IsGPU() {
 		t.Errorf("Device() = %v without CUDA", rt.Device())
@@ -38,7 +39,7 @@ func TestDeviceTensorsNeedCUDA(t *testing.T) {
 // TestInvalidDeviceTensor: a device tensor without a pointer, name or
 // dtype is rejected before anything else.
 func TestInvalidDeviceTensor(t *testing.T) {
-	rt := memRuntimes(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	for _, dt := range []*hvd.DeviceTensor{
 		nil,
 		{Name: "p", DType: kernels.F32, Shape: []int{4}},

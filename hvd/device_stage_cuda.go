@@ -6,7 +6,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/gorovod/gorovod/kernels/cuda"
 )
@@ -40,7 +40,7 @@ func (r *Runtime) deviceOp(op, name string, body func(ctx *cuda.Context) error) 
 type pipeline struct {
 	t     *DeviceTensor
 	spans []span
-	kind  collective.Kind
+	kind  engine.Kind
 	op    kernels.Op // of an all-reduce
 	root  int        // of a broadcast
 	down  bool       // copy spans device to host (all-reduce, broadcast root)
@@ -49,7 +49,7 @@ type pipeline struct {
 }
 
 func (r *Runtime) allreduceDevice(t *DeviceTensor, op kernels.Op, o ReduceOptions) *Handle {
-	p := pipeline{t: t, spans: stageSpans(t.Bytes(), t.DType.Size(), stageChunk), kind: collective.KindAllreduce,
+	p := pipeline{t: t, spans: r.spansOf(t), kind: engine.KindAllreduce,
 		op: op, down: true, pre: orOne(o.Prescale), post: orOne(o.Postscale)}
 	if op == kernels.Average { // sum on the way, divide on the GPU
 		p.op, p.post = kernels.Sum, p.post/float64(r.Size())
@@ -58,9 +58,15 @@ func (r *Runtime) allreduceDevice(t *DeviceTensor, op kernels.Op, o ReduceOption
 }
 
 func (r *Runtime) broadcastDevice(t *DeviceTensor, root int) *Handle {
-	p := pipeline{t: t, spans: stageSpans(t.Bytes(), t.DType.Size(), stageChunk), kind: collective.KindBroadcast,
+	p := pipeline{t: t, spans: r.spansOf(t), kind: engine.KindBroadcast,
 		root: root, down: r.Rank() == root, pre: 1, post: 1}
 	return r.deviceOp("broadcast", t.Name, func(ctx *cuda.Context) error { return r.run(ctx, p) })
+}
+
+// spansOf cuts t into the spans it is staged in, of the runtime's
+// staging size.
+func (r *Runtime) spansOf(t *DeviceTensor) []span {
+	return stageSpans(t.Bytes(), t.DType.Size(), r.dev.stageBytes())
 }
 
 func orOne(f float64) float64 {
@@ -72,14 +78,14 @@ func orOne(f float64) float64 {
 
 // request is the engine request of span i of p (of an empty tensor if p
 // has no spans): a vector of the span's elements under the span's name.
-func (p pipeline) request(i int) collective.Request {
+func (p pipeline) request(i int) engine.Request {
 	n, count := len(p.spans), 0
 	if n == 0 {
 		n = 1
 	} else {
 		count = p.spans[i].n / p.t.DType.Size()
 	}
-	return collective.Request{Name: spanName(p.t.Name, i, n), Kind: p.kind, DType: p.t.DType,
+	return engine.Request{Name: spanName(p.t.Name, i, n), Kind: p.kind, DType: p.t.DType,
 		Shape: []int{count}, ReduceOp: p.op, Root: p.root}
 }
 
@@ -106,7 +112,7 @@ func (r *Runtime) run(ctx *cuda.Context, p pipeline) (err error) {
 	if err != nil {
 		return r.abort(p, err)
 	}
-	hs := make([]*collective.Handle, n)
+	hs := make([]*engine.Handle, n)
 	defer func() {
 		// Leave no engine operation or copy using the slots before reuse.
 		for _, h := range hs {
@@ -213,7 +219,7 @@ func (r *Runtime) stageUp(ctx *cuda.Context, s *stager, p pipeline, i int) error
 
 // waitEngine waits for an engine operation; every engine operation ends
 // (Shutdown and failures end the pending ones).
-func (r *Runtime) waitEngine(h *collective.Handle) error {
+func (r *Runtime) waitEngine(h *engine.Handle) error {
 	<-h.Done()
 	return h.Err()
 }
@@ -246,7 +252,7 @@ func (r *Runtime) allgatherDevice(ctx context.Context, t *DeviceTensor) (*Device
 // aborts the communicator (the peers would wait for this rank's rows);
 // one after it fails this rank's call alone.
 func (r *Runtime) gatherStaged(g *cuda.Context, t *DeviceTensor) (*DeviceTensor, error) {
-	req := collective.Request{Name: t.Name, Kind: collective.KindAllgather, DType: t.DType, Shape: t.Shape}
+	req := engine.Request{Name: t.Name, Kind: engine.KindAllgather, DType: t.DType, Shape: t.Shape}
 	st, err := g.NewStream()
 	if err == nil {
 		defer st.Close()

@@ -48,9 +48,9 @@ func deviceName(t *DeviceTensor) string {
 // memory at a time: while one span crosses the network, the next is
 // copied device to host and the previous one host to device. Each span is
 // one engine operation, so spans much smaller than this cost more in
-// negotiation cycles than they save in overlap (BenchmarkDeviceVsHost).
-// A variable only so that benchmarks can compare sizes.
-var stageChunk = 8 << 20
+// negotiation cycles than they save in overlap (BenchmarkDeviceVsHost,
+// which sets other sizes on its runtimes to compare them).
+const stageChunk = 8 << 20
 
 // span is a byte range of a device tensor that travels as one operation.
 type span struct{ off, n int }

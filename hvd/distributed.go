@@ -29,14 +29,14 @@ type DistributedOptions struct {
 	GradientPredivideFactor float64
 }
 
-// DistOptimizer wraps an optimizer so that every rank applies the
+// DistributedOptimizer wraps an optimizer so that every rank applies the
 // same update: the gradients averaged over all ranks. Report each
 // parameter's gradient with GradReady as soon as the backward pass has
 // computed it; its all-reduce starts at once, overlapping the rest of the
 // backward pass. Step reports whatever was not reported yet, waits for
 // every all-reduce, and then runs the wrapped optimizer. The all-reduces
 // are named "grad/<parameter name>".
-type DistOptimizer struct {
+type DistributedOptimizer struct {
 	inner Optimizer
 	rt    *Runtime
 	opts  DistributedOptions
@@ -60,10 +60,10 @@ type gradSync struct {
 	reported bool      // reported in the current pass
 }
 
-// DistributedOptimizer wraps inner for the job of rt (nil: the default
+// NewDistributedOptimizer wraps inner for the job of rt (nil: the default
 // runtime of Init). Every rank must wrap optimizers over parameters of the
 // same names and lengths, with the same options.
-func DistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions) (*DistOptimizer, error) {
+func NewDistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions) (*DistributedOptimizer, error) {
 	rt, err := orDefault(rt)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func DistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptions)
 	if err := checkParams(inner.Params()); err != nil {
 		return nil, err
 	}
-	o := &DistOptimizer{inner: inner, rt: rt, opts: opts, index: map[string]*gradSync{}}
+	o := &DistributedOptimizer{inner: inner, rt: rt, opts: opts, index: map[string]*gradSync{}}
 	for _, p := range inner.Params() {
 		wt := opts.Compression.WireDTypeFor(p.DType())
 		g := &gradSync{p: p, wire: newWire(wt, "grad/"+p.Name, p.Len())}

@@ -3,26 +3,26 @@ package hvd
 // The rest of the Optimizer interface goes to the wrapped optimizer.
 
 // Params are the wrapped optimizer's parameters.
-func (o *DistOptimizer) Params() []*Param { return o.inner.Params() }
+func (o *DistributedOptimizer) Params() []*Param { return o.inner.Params() }
 
 // ZeroGrad zeroes every gradient. (The optimizer copies gradients when they
 // are reported, so zeroing after GradReady does not disturb the step.)
-func (o *DistOptimizer) ZeroGrad() { o.inner.ZeroGrad() }
+func (o *DistributedOptimizer) ZeroGrad() { o.inner.ZeroGrad() }
 
 // LR is the wrapped optimizer's learning rate.
-func (o *DistOptimizer) LR() float64 { return o.inner.LR() }
+func (o *DistributedOptimizer) LR() float64 { return o.inner.LR() }
 
 // SetLR sets the wrapped optimizer's learning rate.
-func (o *DistOptimizer) SetLR(lr float64) { o.inner.SetLR(lr) }
+func (o *DistributedOptimizer) SetLR(lr float64) { o.inner.SetLR(lr) }
 
 // State is the wrapped optimizer's state.
-func (o *DistOptimizer) State() OptimizerState { return o.inner.State() }
+func (o *DistributedOptimizer) State() OptimizerState { return o.inner.State() }
 
 // SetState sets the wrapped optimizer's state.
-func (o *DistOptimizer) SetState(s OptimizerState) error { return o.inner.SetState(s) }
+func (o *DistributedOptimizer) SetState(s OptimizerState) error { return o.inner.SetState(s) }
 
 // Inner is the wrapped optimizer.
-func (o *DistOptimizer) Inner() Optimizer { return o.inner }
+func (o *DistributedOptimizer) Inner() Optimizer { return o.inner }
 
 // Options are the options in effect (with defaults filled in).
-func (o *DistOptimizer) Options() DistributedOptions { return o.opts }
+func (o *DistributedOptimizer) Options() DistributedOptions { return o.opts }

@@ -14,7 +14,7 @@ import (
 // soon as GradReady returns: the optimizer works on its own copy.
 // GradReady is safe for concurrent use; ranks may report in different
 // orders.
-func (o *DistOptimizer) GradReady(names ...string) error {
+func (o *DistributedOptimizer) GradReady(names ...string) error {
 	for _, name := range names {
 		if err := o.report(name); err != nil {
 			return err
@@ -23,7 +23,7 @@ func (o *DistOptimizer) GradReady(names ...string) error {
 	return nil
 }
 
-func (o *DistOptimizer) report(name string) error {
+func (o *DistributedOptimizer) report(name string) error {
 	g, last, err := o.claim(name)
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func (o *DistOptimizer) report(name string) error {
 
 // claim marks name as reported in this pass and says whether the pass is
 // the step's last.
-func (o *DistOptimizer) claim(name string) (*gradSync, bool, error) {
+func (o *DistributedOptimizer) claim(name string) (*gradSync, bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	g := o.index[name]
@@ -80,7 +80,7 @@ func (o *DistOptimizer) claim(name string) (*gradSync, bool, error) {
 // parameters' Grad (Grad32) and runs the wrapped optimizer's Step. On other
 // passes it only keeps the gradients for later. Call Step only after every
 // GradReady call of the pass has returned.
-func (o *DistOptimizer) Step(ctx context.Context) error {
+func (o *DistributedOptimizer) Step(ctx context.Context) error {
 	if !o.isSynced() {
 		done, err := o.endPass(ctx)
 		if err != nil || !done {
@@ -97,7 +97,7 @@ func (o *DistOptimizer) Step(ctx context.Context) error {
 // the averaged gradients are in the parameters' Grad (Grad32) afterwards,
 // to be read or clipped before Step, which then does not synchronize
 // again.
-func (o *DistOptimizer) Synchronize(ctx context.Context) error {
+func (o *DistributedOptimizer) Synchronize(ctx context.Context) error {
 	o.mu.Lock()
 	last := o.pass == o.opts.BackwardPassesPerStep-1
 	o.mu.Unlock()
@@ -113,7 +113,7 @@ func (o *DistOptimizer) Synchronize(ctx context.Context) error {
 	return nil
 }
 
-func (o *DistOptimizer) isSynced() bool {
+func (o *DistributedOptimizer) isSynced() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.synced
@@ -122,7 +122,7 @@ func (o *DistOptimizer) isSynced() bool {
 // endPass reports the gradients not reported in this pass, in parameter
 // order, and closes the pass. After the step's last pass it waits for the
 // all-reduces and returns true.
-func (o *DistOptimizer) endPass(ctx context.Context) (bool, error) {
+func (o *DistributedOptimizer) endPass(ctx context.Context) (bool, error) {
 	for _, g := range o.grads {
 		if !o.isReported(g) {
 			if err := o.report(g.p.Name); err != nil {
@@ -146,7 +146,7 @@ func (o *DistOptimizer) endPass(ctx context.Context) (bool, error) {
 	return true, o.collect(ctx)
 }
 
-func (o *DistOptimizer) isReported(g *gradSync) bool {
+func (o *DistributedOptimizer) isReported(g *gradSync) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return g.reported
@@ -155,7 +155,7 @@ func (o *DistOptimizer) isReported(g *gradSync) bool {
 // collect waits for every all-reduce of the step, in the order they were
 // started (which is about the order they finish), and decompresses each
 // result into its parameter's gradient while the later ones are still running.
-func (o *DistOptimizer) collect(ctx context.Context) error {
+func (o *DistributedOptimizer) collect(ctx context.Context) error {
 	o.mu.Lock()
 	pending := o.pending
 	o.pending = nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -128,8 +129,8 @@ func TestDistributedGradientIsMeanOfRankGradients(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rts := job(t, c.ranks)
-			onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+			rts := hvdtest.Start(t, c.ranks)
+			each(t, rts, func(r int, rt *hvd.Runtime) error {
 				return checkStep(rt, c.model, c.opts, c.passes, c.tol)
 			})
 		})
@@ -146,7 +147,7 @@ func checkStep(rt *hvd.Runtime, model int, opts hvd.DistributedOptions, passes i
 	if err != nil {
 		return err
 	}
-	opt, err := hvd.DistributedOptimizer(sgd, rt, opts)
+	opt, err := hvd.NewDistributedOptimizer(sgd, rt, opts)
 	if err != nil {
 		return err
 	}
@@ -182,11 +183,11 @@ func checkStep(rt *hvd.Runtime, model int, opts hvd.DistributedOptions, passes i
 }
 
 func TestDistributedOptimizerStepsAgain(t *testing.T) {
-	rts := job(t, 2)
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	rts := hvdtest.Start(t, 2)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ps := []*hvd.Param{hvd.NewParam("w", 2)}
 		sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: 0.5})
-		opt, err := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
+		opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
 		if err != nil {
 			return err
 		}
@@ -204,12 +205,12 @@ func TestDistributedOptimizerStepsAgain(t *testing.T) {
 }
 
 func TestSynchronizeThenStep(t *testing.T) {
-	rts := job(t, 2)
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	rts := hvdtest.Start(t, 2)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ctx := context.Background()
 		ps := []*hvd.Param{hvd.NewParam("w", 1)}
 		sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: 1})
-		opt, _ := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
+		opt, _ := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
 		ps[0].Grad[0] = float64(10 * (r + 1)) // mean 15
 		if err := opt.Synchronize(ctx); err != nil {
 			return err
@@ -232,10 +233,10 @@ func TestSynchronizeThenStep(t *testing.T) {
 }
 
 func TestGradReadyMisuse(t *testing.T) {
-	rt := job(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	ps := []*hvd.Param{hvd.NewParam("w", 1)}
 	sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: 1})
-	opt, _ := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{BackwardPassesPerStep: 2})
+	opt, _ := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{BackwardPassesPerStep: 2})
 	if err := opt.GradReady("nope"); !errors.Is(err, hvd.ErrGradReady) {
 		t.Errorf("unknown name: %v", err)
 	}
@@ -254,7 +255,7 @@ func TestGradReadyMisuse(t *testing.T) {
 }
 
 func TestDistributedOptionsRejected(t *testing.T) {
-	rt := job(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	sgd, _ := hvd.NewSGD([]*hvd.Param{hvd.NewParam("w", 1)}, hvd.SGDConfig{})
 	for _, o := range []hvd.DistributedOptions{
 		{Op: kernels.Max},
@@ -262,22 +263,22 @@ func TestDistributedOptionsRejected(t *testing.T) {
 		{Op: kernels.Sum, GradientPredivideFactor: 2},
 		{Compression: 9},
 	} {
-		if _, err := hvd.DistributedOptimizer(sgd, rt, o); err == nil {
+		if _, err := hvd.NewDistributedOptimizer(sgd, rt, o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	if _, err := hvd.DistributedOptimizer(sgd, nil, hvd.DistributedOptions{}); !errors.Is(err, hvd.ErrNotInitialized) {
+	if _, err := hvd.NewDistributedOptimizer(sgd, nil, hvd.DistributedOptions{}); !errors.Is(err, hvd.ErrNotInitialized) {
 		t.Errorf("nil runtime before Init: %v", err)
 	}
 }
 
 func TestRanksMayReportInDifferentOrders(t *testing.T) {
 	const n = 3
-	rts := job(t, n)
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	rts := hvdtest.Start(t, n)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ps := params()
 		sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: 1})
-		opt, err := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
+		opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
 		if err != nil {
 			return err
 		}
@@ -304,11 +305,11 @@ func TestRanksMayReportInDifferentOrders(t *testing.T) {
 }
 
 func TestConcurrentGradReady(t *testing.T) {
-	rts := job(t, 2)
-	onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+	rts := hvdtest.Start(t, 2)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		ps := params()
 		sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: 1})
-		opt, _ := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
+		opt, _ := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
 		errs := make(chan error, len(ps))
 		for p := range ps { // one goroutine per layer, as a parallel backward pass might
 			go func() {
@@ -337,11 +338,11 @@ func TestConcurrentGradReady(t *testing.T) {
 // average exact.
 func TestPredivideKeepsHalfSumsFinite(t *testing.T) {
 	for _, f := range []float64{1, 4} {
-		rts := job(t, 4)
-		onEach(t, rts, func(r int, rt *hvd.Runtime) error {
+		rts := hvdtest.Start(t, 4)
+		each(t, rts, func(r int, rt *hvd.Runtime) error {
 			p := hvd.NewParam32("w", 3)
 			sgd, _ := hvd.NewSGD([]*hvd.Param{p}, hvd.SGDConfig{LR: 1})
-			opt, err := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{Compression: hvd.FP16Compression, GradientPredivideFactor: f})
+			opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{Compression: hvd.FP16Compression, GradientPredivideFactor: f})
 			if err != nil {
 				return err
 			}

@@ -24,12 +24,12 @@
 // Every collective comes in two forms: XAsync returns a *Handle at once and
 // Handle.Wait(ctx) waits for the outcome; X is XAsync followed by Wait.
 // In-place operations (Allreduce, Broadcast) overwrite the tensor; the
-// others (Allgather, Reducescatter, Alltoall) return a new tensor as the
+// others (Allgather, ReduceScatter, Alltoall) return a new tensor as the
 // handle's Output. A tensor must not be touched while its operation is in
 // flight, and a name may have only one operation in flight. Ranks may
 // submit their named tensors in any order: the runtime matches names across
 // ranks, fuses ready all-reduces into large ones and remembers past
-// negotiations (collective.Engine; the knobs are gorun's --fusion-threshold-mb,
+// negotiations (engine.Engine; the knobs are gorun's --fusion-threshold-mb,
 // --cycle-time-ms, --cache-capacity, --stall-check-time, --stall-shutdown-time
 // and --timeline-filename). A rank that runs out of data calls Join, and the
 // others' all-reduces go on without it until every rank has joined.
@@ -51,8 +51,9 @@
 // heartbeat and fails its operations with ErrLauncherLost.
 //
 // The package-level functions use a default Runtime, the way http.Get uses
-// http.DefaultClient; tests and tools build their own with NewRuntime (for
-// example N runtimes in one process over collective/memtransport). Every
+// http.DefaultClient; tests and tools build their own with NewRuntime from
+// a Config (DefaultConfig, ConfigFromEnv), and package hvdtest starts the N
+// runtimes of a job in one test process. Every
 // helper that takes a *Runtime (BroadcastParameters, BroadcastOptimizerState,
 // BroadcastObject, AverageMetric, AverageMetrics, DistributedOptimizer,
 // Checkpointer.Save and Checkpointer.LoadLatest) reads a nil one as the

@@ -3,11 +3,9 @@ package hvd_test
 import (
 	"context"
 	"fmt"
-	"sync"
 
-	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/hvd"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
 
 // The lines a training loop adds to run data-parallel: Init, wrap the
@@ -26,7 +24,7 @@ func ExampleDistributedOptimizer() {
 	if err != nil {
 		panic(err)
 	}
-	opt, err := hvd.DistributedOptimizer(sgd, nil, hvd.DistributedOptions{Compression: hvd.FP16Compression})
+	opt, err := hvd.NewDistributedOptimizer(sgd, nil, hvd.DistributedOptions{Compression: hvd.FP16Compression})
 	if err != nil {
 		panic(err)
 	}
@@ -51,31 +49,22 @@ func ExampleDistributedOptimizer() {
 // Four ranks in one process over an in-memory network (as the tests run
 // them): each computes a different gradient, and all apply their mean.
 func ExampleDistributedOptimizer_fourRanks() {
-	const n = 4
-	net := memtransport.NewNetwork(n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			env := runner.DefaultWorkerEnv()
-			env.Rank, env.Size, env.LocalRank, env.LocalSize = r, n, r, n
-			rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: net.Transport(r)})
-			if err != nil {
-				panic(err)
-			}
-			defer rt.Shutdown()
-			w := hvd.NewParam("w", 1)
-			sgd, _ := hvd.NewSGD([]*hvd.Param{w}, hvd.SGDConfig{LR: 1})
-			opt, _ := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
-			w.Grad[0] = float64(r) // 0, 1, 2, 3: mean 1.5
-			if err := opt.Step(context.Background()); err != nil {
-				panic(err)
-			}
-			if r == 0 {
-				fmt.Println("every rank's w:", w.Value[0])
-			}
-		})
+	err := hvdtest.Run(4, func(rt *hvd.Runtime) error {
+		w := hvd.NewParam("w", 1)
+		sgd, _ := hvd.NewSGD([]*hvd.Param{w}, hvd.SGDConfig{LR: 1})
+		opt, _ := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
+		w.Grad[0] = float64(rt.Rank()) // 0, 1, 2, 3: mean 1.5
+		if err := opt.Step(context.Background()); err != nil {
+			return err
+		}
+		if rt.Rank() == 0 {
+			fmt.Println("every rank's w:", w.Value[0])
+		}
+		return nil
+	})
+	if err != nil {
+		panic(err)
 	}
-	wg.Wait()
 	// Output: every rank's w: -1.5
 }
 
@@ -91,7 +80,7 @@ func ExampleNewParam32() {
 
 	w := hvd.NewParam32("conv1/w", 2)
 	sgd, _ := hvd.NewSGD([]*hvd.Param{w}, hvd.SGDConfig{LR: 0.5})
-	opt, _ := hvd.DistributedOptimizer(sgd, nil, hvd.DistributedOptions{})
+	opt, _ := hvd.NewDistributedOptimizer(sgd, nil, hvd.DistributedOptions{})
 	w.Grad32[0], w.Grad32[1] = 0.5, 1
 	if err := opt.Step(ctx); err != nil {
 		panic(err)

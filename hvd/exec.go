@@ -5,11 +5,12 @@ import (
 	"fmt"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/engine"
 )
 
 // submit hands a named operation on t to the runtime's engine. out builds
 // the handle's Output from the engine's result (data and shape).
-func (r *Runtime) submit(op string, t *Tensor, req collective.Request, out func(data []byte, shape []int) *Tensor) *Handle {
+func (r *Runtime) submit(op string, t *Tensor, req engine.Request, out func(data []byte, shape []int) *Tensor) *Handle {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -38,9 +39,9 @@ func (r *Runtime) wrap(op, name string, err error) error {
 // ErrDuplicateName, ErrShutdown, ErrInvalidTensor.
 func withSentinel(err error) error {
 	switch {
-	case errors.Is(err, collective.ErrDuplicateName):
+	case errors.Is(err, engine.ErrDuplicateName):
 		return &sentinelError{ErrDuplicateName, err}
-	case errors.Is(err, collective.ErrShutdown):
+	case errors.Is(err, engine.ErrShutdown):
 		return &sentinelError{ErrShutdown, err}
 	case errors.Is(err, collective.ErrInvalid):
 		return &sentinelError{ErrInvalidTensor, err}

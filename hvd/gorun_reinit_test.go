@@ -1,41 +1,22 @@
 package hvd_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/runner"
 )
 
 // reinitRankVar, set, makes TestReinitRankProcess run as a rank of the
 // job that TestReinitUnderGorun launches with this test binary.
 const reinitRankVar = "HVD_TEST_REINIT_RANK"
-
-// lockedOutput collects the job's output from several goroutines.
-type lockedOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *lockedOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *lockedOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
 
 // TestReinitUnderGorun launches a real job of two ranks with gorun's
 // launcher (runner.Launch, local spawner, --log-level debug); each rank is
@@ -50,7 +31,7 @@ func TestReinitUnderGorun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out lockedOutput
+	var out testutil.SyncBuffer
 	cfg := runner.DefaultConfig()
 	cfg.NP = 2
 	cfg.Command = []string{exe, "-test.run=^TestReinitRankProcess$", "-test.count=1"}

@@ -48,7 +48,7 @@ func Init(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hvd: reading the launcher's environment: %w", err)
 	}
-	rt, err := NewRuntime(ctx, Config{Env: env, Plan: plan})
+	rt, err := NewRuntime(ctx, configOf(env, plan))
 	if err != nil {
 		return err
 	}
@@ -219,18 +219,18 @@ func Allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
 	return h.Output(), err
 }
 
-// ReducescatterAsync starts a reduce-scatter on the default runtime.
-func ReducescatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+// ReduceScatterAsync starts a reduce-scatter on the default runtime.
+func ReduceScatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
 	rt, h := runtimeFor(nameOf(t))
 	if rt == nil {
 		return h
 	}
-	return rt.ReducescatterAsync(t, op, o)
+	return rt.ReduceScatterAsync(t, op, o)
 }
 
-// Reducescatter reduces t across ranks and returns this rank's share.
-func Reducescatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
-	h := ReducescatterAsync(t, op, o)
+// ReduceScatter reduces t across ranks and returns this rank's share.
+func ReduceScatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
+	h := ReduceScatterAsync(t, op, o)
 	err := h.Wait(ctx)
 	return h.Output(), err
 }

@@ -17,8 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
@@ -26,53 +26,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// slot returns the contract of rank r of n, all on one host.
-func slot(r, n int) runner.WorkerEnv {
-	env := runner.DefaultWorkerEnv()
-	env.Rank, env.Size, env.LocalRank, env.LocalSize, env.CrossRank, env.CrossSize = r, n, r, n, 0, 1
-	env.Hostname = "localhost"
-	return env
-}
-
-// memRuntimes builds n runtimes over an in-memory network.
-func memRuntimes(t *testing.T, n int) []*hvd.Runtime {
-	t.Helper()
-	ts := memtransport.NewNetwork(n).Transports()
-	rts := make([]*hvd.Runtime, n)
-	for r := range n {
-		rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: slot(r, n), Transport: ts[r]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rts[r] = rt
-	}
-	t.Cleanup(func() {
-		for _, rt := range rts {
-			rt.Shutdown()
-		}
-	})
-	return rts
-}
-
 // each runs f on every runtime concurrently and fails on any error.
 func each(t testing.TB, rts []*hvd.Runtime, f func(r int, rt *hvd.Runtime) error) {
 	t.Helper()
-	errs := make([]error, len(rts))
-	var wg sync.WaitGroup
-	for r, rt := range rts {
-		wg.Go(func() { errs[r] = f(r, rt) })
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error { return f(rt.Rank(), rt) })
 }
 
 func TestCollectivesOnNamedTensors(t *testing.T) {
 	const n = 3
-	rts := memRuntimes(t, n)
+	rts := hvdtest.Start(t, n)
 	ctx := context.Background()
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		grad := hvd.NewTensor("grad", []float32{float32(r), 1, 2, 3}, 2, 2)
@@ -102,7 +64,7 @@ func TestCollectivesOnNamedTensors(t *testing.T) {
 		if got := hvd.Values[float64](out); fmt.Sprint(got) != fmt.Sprint(want) || out.Shape[0] != 6 {
 			return fmt.Errorf("allgather = %v shape %v", got, out.Shape)
 		}
-		share, err := rt.Reducescatter(ctx, hvd.NewTensor("rs", []int32{1, 2, 3, 4, 5, 6, 7}), kernels.Sum, hvd.ReduceOptions{})
+		share, err := rt.ReduceScatter(ctx, hvd.NewTensor("rs", []int32{1, 2, 3, 4, 5, 6, 7}), kernels.Sum, hvd.ReduceOptions{})
 		if err != nil {
 			return err
 		}
@@ -128,7 +90,7 @@ func TestCollectivesOnNamedTensors(t *testing.T) {
 }
 
 func TestAsyncHandlesInOrder(t *testing.T) {
-	rts := memRuntimes(t, 2)
+	rts := hvdtest.Start(t, 2)
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		var hs []*hvd.Handle
 		var ts []*hvd.Tensor
@@ -153,7 +115,7 @@ func TestAsyncHandlesInOrder(t *testing.T) {
 }
 
 func TestDuplicateNameAndShutdown(t *testing.T) {
-	rts := memRuntimes(t, 2)
+	rts := hvdtest.Start(t, 2)
 	x := hvd.NewTensor("x", []float32{1})
 	h1 := rts[0].AllreduceAsync(x, kernels.Sum, hvd.ReduceOptions{}) // rank 1 has not joined: stays in flight
 	h2 := rts[0].AllreduceAsync(hvd.NewTensor("x", []float32{2}), kernels.Sum, hvd.ReduceOptions{})
@@ -173,7 +135,7 @@ func TestDuplicateNameAndShutdown(t *testing.T) {
 }
 
 func TestInvalidTensor(t *testing.T) {
-	rt := memRuntimes(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	bad := &hvd.Tensor{Name: "t", DType: kernels.F32, Shape: []int{3}, Data: make([]byte, 8)}
 	if err := rt.Allreduce(context.Background(), bad, kernels.Sum, hvd.ReduceOptions{}); !errors.Is(err, hvd.ErrInvalidTensor) {
 		t.Fatalf("got %v", err)
@@ -184,7 +146,7 @@ func TestInvalidTensor(t *testing.T) {
 // other rank's pending operation fails, naming the operation and tensor.
 func TestFailureReachesEveryRank(t *testing.T) {
 	const n = 4
-	rts := memRuntimes(t, n)
+	rts := hvdtest.Start(t, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := 1; r < n; r++ {
@@ -246,21 +208,9 @@ func rendezvousJob(t *testing.T, n int) (secret []byte, addr string) {
 func TestRendezvousAndTCP(t *testing.T) {
 	const n = 4
 	secret, addr := rendezvousJob(t, n)
-	rts := make([]*hvd.Runtime, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		env := slot(r, n)
-		env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, 10*time.Second
-		wg.Go(func() { rts[r], errs[r] = hvd.NewRuntime(context.Background(), hvd.Config{Env: env}) })
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-		defer rts[r].Shutdown()
-	}
+	rts := hvdtest.Start(t, n, hvdtest.WithConfig(func(cfg *hvd.Config) {
+		cfg.Transport, cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = nil, addr, secret, 10*time.Second
+	}))
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		x := hvd.NewTensor("x", []int32{int32(r), 1})
 		if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
@@ -278,10 +228,10 @@ func TestStartTimeoutNamesMissingRanks(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for r := range 2 { // rank 2 never comes
-		env := slot(r, 3)
-		env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, time.Second
+		cfg := hvdtest.Config(r, 3)
+		cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = addr, secret, time.Second
 		wg.Go(func() {
-			rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env})
+			rt, err := hvd.NewRuntime(context.Background(), cfg)
 			if err == nil {
 				rt.Shutdown()
 			}
@@ -301,7 +251,7 @@ func TestStartTimeoutNamesMissingRanks(t *testing.T) {
 // tensors in its own order; the engine matches them by name.
 func TestShuffledSubmissionOrders(t *testing.T) {
 	const n, tensors = 4, 30
-	rts := memRuntimes(t, n)
+	rts := hvdtest.Start(t, n)
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		for step := range 3 {
 			order := rand.New(rand.NewPCG(uint64(r), uint64(step))).Perm(tensors)
@@ -327,7 +277,7 @@ func TestShuffledSubmissionOrders(t *testing.T) {
 // TestMismatchOnEveryRank: a shape mismatch fails the operation on every
 // rank, naming the tensor and both shapes.
 func TestMismatchOnEveryRank(t *testing.T) {
-	rts := memRuntimes(t, 3)
+	rts := hvdtest.Start(t, 3)
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		shape := []int{3, 4}
 		if r == 2 {
@@ -346,7 +296,7 @@ func TestMismatchOnEveryRank(t *testing.T) {
 // complete with it contributing zeros (dividing by the full size).
 func TestJoin(t *testing.T) {
 	const n = 3
-	rts := memRuntimes(t, n)
+	rts := hvdtest.Start(t, n)
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		batches := 4
 		if r == 1 {
@@ -380,7 +330,7 @@ func TestJoin(t *testing.T) {
 }
 
 func TestGroupedAllreduce(t *testing.T) {
-	rts := memRuntimes(t, 2)
+	rts := hvdtest.Start(t, 2)
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		a := hvd.NewTensor("a", []float32{1, float32(r)})
 		b := hvd.NewTensor("b", []int64{int64(r), 5})
@@ -403,17 +353,7 @@ func TestGroupedAllreduce(t *testing.T) {
 func TestTimelineFile(t *testing.T) {
 	const n = 2
 	path := filepath.Join(t.TempDir(), "timeline.json")
-	ts := memtransport.NewNetwork(n).Transports()
-	rts := make([]*hvd.Runtime, n)
-	for r := range n {
-		env := slot(r, n)
-		env.TimelinePath = path
-		rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: ts[r]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rts[r] = rt
-	}
+	rts := hvdtest.Start(t, n, hvdtest.WithConfig(func(cfg *hvd.Config) { cfg.TimelinePath = path }))
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		return rt.Allreduce(context.Background(), hvd.NewTensor("grad", []float32{1}), kernels.Sum, hvd.ReduceOptions{})
 	})
@@ -436,7 +376,7 @@ func TestTimelineFile(t *testing.T) {
 // TestCommAfterNamedOperations: Runtime.Comm waits for the engine to go
 // idle, after which direct collectives work on every rank.
 func TestCommAfterNamedOperations(t *testing.T) {
-	rts := memRuntimes(t, 3)
+	rts := hvdtest.Start(t, 3)
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		if err := rt.Allreduce(context.Background(), hvd.NewTensor("x", []float32{1}), kernels.Sum, hvd.ReduceOptions{}); err != nil {
 			return err
@@ -455,7 +395,7 @@ func TestCommAfterNamedOperations(t *testing.T) {
 // TestInvalidSplitsOnEveryRank: splits that do not fit fail the all-to-all
 // on every rank (nobody is left waiting) and the job goes on.
 func TestInvalidSplitsOnEveryRank(t *testing.T) {
-	rts := memRuntimes(t, 3)
+	rts := hvdtest.Start(t, 3)
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		_, err := rt.Alltoall(context.Background(), hvd.NewTensor("a2a", make([]float32, 5)), nil)
 		if !errors.Is(err, hvd.ErrInvalidTensor) || !strings.Contains(err.Error(), "5 rows do not split evenly over 3 ranks") {

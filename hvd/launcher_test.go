@@ -46,12 +46,12 @@ func joinDetected(t *testing.T, envs []func(string) string, timeout time.Duratio
 	errs := make([]error, len(envs))
 	var wg sync.WaitGroup
 	for r, getenv := range envs {
-		env, plan, err := runner.Detect(getenv)
+		cfg, err := hvd.ConfigFromEnv(getenv)
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
-		env.StartTimeout = timeout
-		wg.Go(func() { rts[r], errs[r] = hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Plan: plan}) })
+		cfg.StartTimeout = timeout
+		wg.Go(func() { rts[r], errs[r] = hvd.NewRuntime(context.Background(), cfg) })
 	}
 	wg.Wait()
 	return rts, errs

@@ -1,34 +1,15 @@
 package hvd_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/runner"
 )
-
-// logSink is a goroutine-safe destination for a captured slog handler.
-type logSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRuntimeLogLevel: the runtime logs at GOROVOD_LOG_LEVEL through its
 // logger, whatever level the logger's handler has (here info, as
@@ -45,12 +26,11 @@ func TestRuntimeLogLevel(t *testing.T) {
 		{"warn", runner.LauncherTorchrun, ""},
 		{"ERROR", runner.LauncherTorchrun, ""},
 	} {
-		var sink logSink
-		env := runner.DefaultWorkerEnv()
-		env.LogLevel = tc.level
-		rt, err := hvd.NewRuntime(context.Background(), hvd.Config{
-			Env: env, Logger: slog.New(slog.NewTextHandler(&sink, nil)), Plan: runner.JoinPlan{Launcher: tc.launcher},
-		})
+		var sink testutil.SyncBuffer
+		cfg := hvd.DefaultConfig()
+		cfg.LogLevel = tc.level
+		cfg.Logger, cfg.Plan = slog.New(slog.NewTextHandler(&sink, nil)), runner.JoinPlan{Launcher: tc.launcher}
+		rt, err := hvd.NewRuntime(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.level, err)
 		}
@@ -63,9 +43,9 @@ func TestRuntimeLogLevel(t *testing.T) {
 			t.Errorf("level %s under %s: the record passed:\n%s", tc.level, tc.launcher, got)
 		}
 	}
-	env := runner.DefaultWorkerEnv()
-	env.LogLevel = "loud"
-	if rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env}); err == nil {
+	cfg := hvd.DefaultConfig()
+	cfg.LogLevel = "loud"
+	if rt, err := hvd.NewRuntime(context.Background(), cfg); err == nil {
 		rt.Shutdown()
 		t.Fatal("NewRuntime accepted log level \"loud\"")
 	} else if !strings.Contains(err.Error(), runner.EnvLogLevel) {
@@ -77,7 +57,7 @@ func TestRuntimeLogLevel(t *testing.T) {
 // slog.Default()'s handler at the level GOROVOD_LOG_LEVEL names, and
 // leaves slog.Default() as the program set it.
 func TestInitLogsAtTheJobLevel(t *testing.T) {
-	var sink logSink
+	var sink testutil.SyncBuffer
 	mine := slog.New(slog.NewTextHandler(&sink, nil)) // info, as slog's own default
 	old := slog.Default()
 	slog.SetDefault(mine)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -77,7 +78,7 @@ func nilRuntimeHelpers() []nilRuntimeHelper {
 		}},
 		{"DistributedOptimizer", func(ctx context.Context, t *testing.T) error {
 			sgd := newSGD(t, 1)
-			opt, err := hvd.DistributedOptimizer(sgd, nil, hvd.DistributedOptions{})
+			opt, err := hvd.NewDistributedOptimizer(sgd, nil, hvd.DistributedOptions{})
 			if err != nil {
 				return err
 			}
@@ -153,11 +154,11 @@ func TestNilRuntimeMeansDefault(t *testing.T) {
 
 // TestHelpersRejectNilOptimizer: a nil optimizer is an error, not a panic.
 func TestHelpersRejectNilOptimizer(t *testing.T) {
-	rt := job(t, 1)[0]
+	rt := hvdtest.Start(t, 1)[0]
 	if err := hvd.BroadcastOptimizerState(context.Background(), rt, nil, 0); !errors.Is(err, hvd.ErrOptimizerState) {
 		t.Errorf("BroadcastOptimizerState(nil optimizer): %v", err)
 	}
-	if _, err := hvd.DistributedOptimizer(nil, rt, hvd.DistributedOptions{}); !errors.Is(err, hvd.ErrInvalidParam) {
-		t.Errorf("DistributedOptimizer(nil optimizer): %v", err)
+	if _, err := hvd.NewDistributedOptimizer(nil, rt, hvd.DistributedOptions{}); !errors.Is(err, hvd.ErrInvalidParam) {
+		t.Errorf("NewDistributedOptimizer(nil optimizer): %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -22,8 +23,8 @@ import (
 type ReduceOptions = collective.ReduceOptions
 
 // request describes t to the engine as an operation of kind.
-func request(t *Tensor, kind collective.Kind) collective.Request {
-	return collective.Request{Name: t.Name, Kind: kind, DType: t.DType, Shape: t.shape()}
+func request(t *Tensor, kind engine.Kind) engine.Request {
+	return engine.Request{Name: t.Name, Kind: kind, DType: t.DType, Shape: t.shape()}
 }
 
 // inPlace is the Output of in-place operations: the tensor itself.
@@ -46,7 +47,7 @@ func (r *Runtime) AllreduceAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Han
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	req := request(t, collective.KindAllreduce)
+	req := request(t, engine.KindAllreduce)
 	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
 	return r.submit("allreduce", t, req, inPlace(t))
 }
@@ -74,7 +75,7 @@ func (r *Runtime) GroupedAllreduceAsync(ts []*Tensor, op kernels.Op, o ReduceOpt
 	}
 	group := groupID(names)
 	for i, t := range ts {
-		req := request(t, collective.KindAllreduce)
+		req := request(t, engine.KindAllreduce)
 		req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
 		req.Group, req.GroupSize = group, len(ts)
 		hs[i] = r.submit("allreduce", t, req, inPlace(t))
@@ -112,7 +113,7 @@ func (r *Runtime) BroadcastAsync(t *Tensor, root int) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	req := request(t, collective.KindBroadcast)
+	req := request(t, engine.KindBroadcast)
 	req.Root = root
 	return r.submit("broadcast", t, req, inPlace(t))
 }
@@ -129,7 +130,7 @@ func (r *Runtime) AllgatherAsync(t *Tensor) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	return r.submit("allgather", t, request(t, collective.KindAllgather), result(t))
+	return r.submit("allgather", t, request(t, engine.KindAllgather), result(t))
 }
 
 // Allgather is AllgatherAsync followed by Wait; it returns the result.
@@ -139,22 +140,22 @@ func (r *Runtime) Allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
 	return h.Output(), err
 }
 
-// ReducescatterAsync reduces t across ranks with op and gives each rank its
+// ReduceScatterAsync reduces t across ranks with op and gives each rank its
 // share of the first dimension (split as evenly as possible, earlier ranks
 // taking the extra rows) as the handle's Output. t is left unchanged.
-func (r *Runtime) ReducescatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+func (r *Runtime) ReduceScatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	req := request(t, collective.KindReducescatter)
+	req := request(t, engine.KindReducescatter)
 	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
 	return r.submit("reducescatter", t, req, result(t))
 }
 
-// Reducescatter is ReducescatterAsync followed by Wait; it returns this
+// ReduceScatter is ReduceScatterAsync followed by Wait; it returns this
 // rank's share.
-func (r *Runtime) Reducescatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
-	h := r.ReducescatterAsync(t, op, o)
+func (r *Runtime) ReduceScatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
+	h := r.ReduceScatterAsync(t, op, o)
 	err := h.Wait(ctx)
 	return h.Output(), err
 }
@@ -168,7 +169,7 @@ func (r *Runtime) AlltoallAsync(t *Tensor, splits []int) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	req := request(t, collective.KindAlltoall)
+	req := request(t, engine.KindAlltoall)
 	req.Splits = splits
 	return r.submit("alltoall", t, req, result(t))
 }
@@ -185,7 +186,7 @@ const barrierName = "hvd/barrier"
 
 // Barrier returns once every rank has called it.
 func (r *Runtime) Barrier(ctx context.Context) error {
-	req := collective.Request{Name: barrierName, Kind: collective.KindBarrier}
+	req := engine.Request{Name: barrierName, Kind: engine.KindBarrier}
 	return r.submit("barrier", nil, req, func([]byte, []int) *Tensor { return nil }).Wait(ctx)
 }
 

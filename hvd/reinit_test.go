@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/gorovod/gorovod/runner"
 )
@@ -74,9 +75,10 @@ func TestReinitUnderLauncherRendezvous(t *testing.T) {
 	const n, rounds = 3, 3
 	secret, addr := rendezvousJob(t, n)
 	start := func(r int) (*hvd.Runtime, error) {
-		env := slot(r, n)
-		env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, 20*time.Second
-		return hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Plan: runner.JoinPlan{Launcher: runner.LauncherGorun}})
+		cfg := hvdtest.Config(r, n)
+		cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = addr, secret, 20*time.Second
+		cfg.Plan = runner.JoinPlan{Launcher: runner.LauncherGorun}
+		return hvd.NewRuntime(context.Background(), cfg)
 	}
 	stagger := func(r, round int) time.Duration { // round 2: rank 0 first; round 3: rank 2 first
 		if round == 2 {
@@ -93,9 +95,9 @@ func TestReinitShutdownWithoutCollectives(t *testing.T) {
 	const n, rounds = 3, 3
 	secret, addr := rendezvousJob(t, n)
 	start := func(r int) (*hvd.Runtime, error) {
-		env := slot(r, n)
-		env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, 20*time.Second
-		return hvd.NewRuntime(context.Background(), hvd.Config{Env: env})
+		cfg := hvdtest.Config(r, n)
+		cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = addr, secret, 20*time.Second
+		return hvd.NewRuntime(context.Background(), cfg)
 	}
 	reinitRanks(t, n, rounds, start, func(int, int) time.Duration { return 0 },
 		func(_, round int) bool { return round == rounds })
@@ -111,12 +113,12 @@ func TestReinitLauncherHosted(t *testing.T) {
 	const n, rounds = 3, 3
 	port := freePort(t)
 	start := func(r int) (*hvd.Runtime, error) {
-		env, plan, err := runner.Detect(torchrunEnv(r, n, port))
+		cfg, err := hvd.ConfigFromEnv(torchrunEnv(r, n, port))
 		if err != nil {
 			return nil, err
 		}
-		env.StartTimeout = 20 * time.Second
-		return hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Plan: plan})
+		cfg.StartTimeout = 20 * time.Second
+		return hvd.NewRuntime(context.Background(), cfg)
 	}
 	stagger := func(r, round int) time.Duration {
 		if r == 0 && round > 1 {

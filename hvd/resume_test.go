@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
 
 // A small data-parallel linear regression that checkpoints every few
@@ -50,7 +51,7 @@ func rsTrain(rt *hvd.Runtime, c *hvd.Checkpointer, killAt int64, took *[]int64) 
 	if err != nil {
 		return nil, err
 	}
-	opt, err := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
+	opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func rsGrad(w *hvd.Param, x [][]float64, y []float64, batch []int) {
 // rsJob runs rsTrain on a fresh job of n ranks; it returns rank 0's
 // weights and steps.
 func rsJob(t *testing.T, n int, c *hvd.Checkpointer, killAt int64) ([]float64, []int64, error) {
-	rts := job(t, n)
+	rts := hvdtest.Start(t, n)
 	defer func() {
 		for _, rt := range rts {
 			rt.Shutdown() // the "kill": the job's runtimes go away

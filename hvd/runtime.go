@@ -10,44 +10,22 @@ import (
 	"sync"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
-// Config builds a Runtime. The zero value is a single rank of size 1.
-type Config struct {
-	// Env is the launcher–worker contract (ranks, sizes, rendezvous address,
-	// secret, knobs), as runner.FromEnviron reads it from the environment.
-	Env runner.WorkerEnv
-	// Transport, when set, is used instead of the rendezvous and TCP mesh
-	// (tests run N runtimes in one process over memtransport this way);
-	// Env's Rank and Size must match it.
-	Transport collective.Transport
-	// Logger receives the runtime's logs; nil means slog.Default(). The
-	// runtime logs the records at or above Env.LogLevel through it
-	// (GOROVOD_LOG_LEVEL, gorun's --log-level), whatever level its handler
-	// is set to; an empty LogLevel keeps the handler's own.
-	Logger *slog.Logger
-	// Comm tunes the collective communicator.
-	Comm collective.Options
-	// Plan says how to join a job that gorun did not start (runner.Detect
-	// makes it with Env): which launcher, whether this rank serves the
-	// rendezvous, and what to work out from the peer table. The zero value
-	// joins gorun's rendezvous as Env says.
-	Plan runner.JoinPlan
-}
-
 // Runtime is one rank's view of a job: its place in the job and the
 // collective operations on named tensors. Ranks may submit their tensors
-// in any order: the runtime's engine (collective.Engine) negotiates which
+// in any order: the runtime's engine (engine.Engine) negotiates which
 // names every rank has submitted, fuses them into few large operations
 // and runs them in the same order everywhere.
 type Runtime struct {
 	env      runner.WorkerEnv
 	log      *slog.Logger
 	comm     *collective.Comm
-	engine   *collective.Engine
+	engine   *engine.Engine
 	timeline *os.File           // rank 0's timeline file, or nil
 	rdv      *rendezvous.Client // gorun's rendezvous; nil without gorun
 	launcher string             // what started the job (runner.Launcher*)
@@ -64,10 +42,7 @@ type Runtime struct {
 // engine. It returns when every rank is connected or ctx ends (the
 // environment's start timeout bounds it too).
 func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
-	env := cfg.Env
-	if env.Size == 0 {
-		env = runner.DefaultWorkerEnv()
-	}
+	env := cfg.workerEnv()
 	log, err := runtimeLogger(cfg.Logger, env)
 	if err != nil {
 		return nil, err
@@ -98,7 +73,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		return nil, err
 	}
-	r.engine = collective.NewEngine(r.comm, ecfg)
+	r.engine = engine.New(r.comm, ecfg)
 	r.watchLauncher()
 	r.logJoin(cfg.Plan)
 	return r, nil
@@ -155,12 +130,9 @@ func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Tr
 
 // engineConfig builds the engine's configuration from the environment's
 // knobs and opens rank 0's timeline file.
-func (r *Runtime) engineConfig() (collective.EngineConfig, error) {
+func (r *Runtime) engineConfig() (engine.Config, error) {
 	env := r.env
-	cfg := collective.EngineConfig{
-		FusionThreshold: env.FusionThreshold, CycleTime: env.CycleTime, CacheCapacity: env.CacheCapacity,
-		StallWarning: env.StallWarning, StallShutdown: env.StallShutdown, OpTimeout: env.OpTimeout, Logger: r.log,
-	}
+	cfg := engine.Config{Engine: env.Engine, Logger: r.log}
 	if env.TimelinePath != "" && env.Rank == 0 {
 		f, err := os.Create(env.TimelinePath)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -99,16 +100,17 @@ func TestInitTakesSecretOutOfEnvironment(t *testing.T) {
 	const n = 2
 	secret, addr := rendezvousJob(t, n)
 	secretHex := hex.EncodeToString(secret)
-	env := slot(0, n)
+	env := runner.DefaultWorkerEnv()
+	env.Size, env.LocalSize, env.Hostname = n, n, "localhost"
 	env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, 20*time.Second
 	for _, kv := range env.Environ() {
 		name, value, _ := strings.Cut(kv, "=")
 		t.Setenv(name, value)
 	}
 	start := func() (*hvd.Runtime, error) {
-		env := slot(1, n)
-		env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, 20*time.Second
-		return hvd.NewRuntime(context.Background(), hvd.Config{Env: env})
+		cfg := hvdtest.Config(1, n)
+		cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = addr, secret, 20*time.Second
+		return hvd.NewRuntime(context.Background(), cfg)
 	}
 	initWithPeer(t, start, func(round int) {
 		checkSecretGone(t, secretHex)
@@ -139,11 +141,11 @@ func TestInitSecretFileStaysOutOfEnvironment(t *testing.T) {
 		t.Setenv(name, value)
 	}
 	start := func() (*hvd.Runtime, error) {
-		env, plan, err := runner.Detect(torchrunEnv(1, n, port, fileVar, runner.EnvStartTimeout+"=20s"))
+		cfg, err := hvd.ConfigFromEnv(torchrunEnv(1, n, port, fileVar, runner.EnvStartTimeout+"=20s"))
 		if err != nil {
 			return nil, err
 		}
-		return hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Plan: plan})
+		return hvd.NewRuntime(context.Background(), cfg)
 	}
 	initWithPeer(t, start, func(round int) {
 		checkSecretGone(t, secretHex)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -21,7 +22,7 @@ func TestEmptyShapeIsAVector(t *testing.T) {
 	if n := bare("x", make([]float64, 5)).Count(); n != 5 {
 		t.Errorf("Count of a shapeless tensor of 5 elements = %d", n)
 	}
-	rts := memRuntimes(t, 2)
+	rts := hvdtest.Start(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a rank that fails alone leaves the other waiting
 	defer cancel()
 	each(t, rts, func(r int, rt *hvd.Runtime) error {

@@ -13,10 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// requireEnv turns a missing launcher into a failure instead of a skip.
-const requireEnv = "GOROVOD_REQUIRE_CLUSTER"
+	"github.com/gorovod/gorovod/internal/testenv"
+)
 
 // runTimeout bounds one launched job.
 const runTimeout = 3 * time.Minute
@@ -67,7 +66,7 @@ func need(t *testing.T, programs ...string) {
 	t.Helper()
 	for _, p := range programs {
 		if _, err := exec.LookPath(p); err != nil {
-			if os.Getenv(requireEnv) == "1" {
+			if testenv.Required(testenv.RequireCluster) {
 				t.Fatalf("%s is not installed (apt-get install openmpi-bin mpich slurm-wlm munge)", p)
 			}
 			t.Skipf("%s is not installed", p)

@@ -1,7 +1,6 @@
 package launchtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/testslurm"
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // mnistArgs trains the mnist example briefly on its synthetic data set (so
@@ -104,7 +104,7 @@ func TestSlurm(t *testing.T) {
 		args := append([]string{"-N", "2", "-n", "4", bin(t, "mnist")}, mnistArgs(t)...)
 		args = append(args, "-epochs", "50") // far longer than the test waits
 		cmd := c.Command(ctx, "srun", args...)
-		var out lockedBuffer
+		var out testutil.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -298,25 +298,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s within a minute; processes:\n%s", what, ps)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that a running command may write while
-// the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// String returns what was written so far.
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

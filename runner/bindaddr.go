@@ -72,23 +72,85 @@ func InterfaceAddr(name string) (netip.Addr, error) {
 // of srun-launched ranks, which run on the nodes of an allocation that
 // gorun may or may not be part of.
 func routeToHosts(hosts []Host) (netip.Addr, error) {
+	var others []string
 	for _, h := range hosts {
-		if IsLocalHost(h.Name) {
-			continue
+		if !IsLocalHost(h.Name) {
+			others = append(others, h.Name)
 		}
-		ip, err := RouteAddr(h.Name)
-		if err != nil {
-			return netip.Addr{}, fmt.Errorf("%w: finding the route to node %s: %w (give --bind-addr)", ErrConfig, h.Name, err)
+	}
+	ip, err := routeAway(others, true)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%w: finding the route to node %s: %w (give --bind-addr)", ErrConfig, others[0], err)
+	}
+	return ip, nil
+}
+
+// routeAway returns the local address of the route to the first of hosts
+// whose route is not loopback, trying only the first host when strict (a
+// failed route is then an error) and every host otherwise (failures are
+// skipped); failing that, UpAddr, else 127.0.0.1.
+func routeAway(hosts []string, strict bool) (netip.Addr, error) {
+	for _, h := range hosts {
+		ip, err := RouteAddr(h)
+		if err != nil && strict {
+			return netip.Addr{}, err
 		}
-		if !ip.IsLoopback() {
+		if err == nil && !ip.IsLoopback() {
 			return ip, nil
 		}
-		break
+		if strict {
+			break
+		}
 	}
 	if ip, ok := UpAddr(); ok {
 		return ip, nil
 	}
 	return netip.MustParseAddr("127.0.0.1"), nil
+}
+
+// DataPlaneHost picks the address a worker's data plane listens on:
+// bindAddr (GOROVOD_BIND_ADDR) as an address or a network interface name,
+// else the local address of this host's route to the rendezvous at
+// rendezvousAddr (so peers reach it the way it reaches the rendezvous). A
+// loopback route to a rendezvous that is not named as loopback, in a job
+// that spans hosts (allLocal false), means that the rendezvous runs on
+// this host (as under Slurm, where rank 0 serves it and a host name may
+// resolve to 127.0.1.1): then the route to the first of hints (other hosts
+// of the job) that is not loopback, else the first address of an
+// interface that is up, else the loopback route.
+func DataPlaneHost(bindAddr, rendezvousAddr string, allLocal bool, hints []string) (string, error) {
+	if bindAddr != "" {
+		if _, err := net.InterfaceByName(bindAddr); err == nil {
+			ip, err := InterfaceAddr(bindAddr)
+			return ip.String(), err
+		}
+		return bindAddr, nil
+	}
+	rdvHost, _, err := net.SplitHostPort(rendezvousAddr)
+	if err != nil {
+		return "", err
+	}
+	ip, err := RouteAddr(rdvHost)
+	if err != nil {
+		return "", fmt.Errorf("finding a route to the rendezvous at %s: %w", rendezvousAddr, err)
+	}
+	if !ip.IsLoopback() || isLoopbackName(rdvHost) || allLocal {
+		return ip.String(), nil
+	}
+	away, _ := routeAway(hints, false)
+	if away.IsLoopback() {
+		return ip.String(), nil
+	}
+	return away.String(), nil
+}
+
+// isLoopbackName reports whether host names this machine's loopback.
+func isLoopbackName(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // RouteAddr returns the local address of this machine's route to host (a

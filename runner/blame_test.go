@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -113,7 +114,7 @@ func TestLaunchBlamesTheRankThatFailedOnItsOwn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSpawner(t)
-			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{}))
 			f.waitSpawned(3)
 			reportAs(t, f, 0, "1")
 			f.proc(0).exit(1)
@@ -135,7 +136,7 @@ func TestLaunchBlamesTheRankThatFailedOnItsOwn(t *testing.T) {
 // slow core dump, say). Launch waits on for it and names it.
 func TestLaunchWaitsOnWhileEveryFailureBlamesAPeer(t *testing.T) {
 	f := newFakeSpawner(t)
-	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{}))
 	f.waitSpawned(3)
 	reportAs(t, f, 0, "1")
 	f.proc(0).exit(1)
@@ -155,7 +156,7 @@ func TestLaunchWaitsOnWhileEveryFailureBlamesAPeer(t *testing.T) {
 // naming the earliest.
 func TestLaunchWaitIsBounded(t *testing.T) {
 	f := newFakeSpawner(t)
-	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{}))
 	f.waitSpawned(3)
 	reportAs(t, f, 0, "1")
 	f.proc(0).exit(1)
@@ -170,7 +171,7 @@ func TestLaunchWaitIsBounded(t *testing.T) {
 // still running, are stopped as before.
 func TestLaunchNamesFirstFailureWithoutReports(t *testing.T) {
 	f := newFakeSpawner(t)
-	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{}))
 	f.waitSpawned(3)
 	f.proc(2).exit(3)
 	err := await(t, errc, 5*time.Second)
@@ -195,7 +196,7 @@ func TestLaunchRankLeftBeforeJoining(t *testing.T) {
 					aborted = pingAs(t, f, 0)
 				}
 			}
-			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2", 2, &lockedBuffer{}))
+			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2", 2, &testutil.SyncBuffer{}))
 			f.waitSpawned(2)
 			if registerFirst {
 				registerAs(t, f, 0)
@@ -238,7 +239,7 @@ func TestLaunchRanksThatNeverJoin(t *testing.T) {
 	for _, register := range []bool{false, true} {
 		t.Run(fmt.Sprintf("registered %v", register), func(t *testing.T) {
 			f := newFakeSpawner(t)
-			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &lockedBuffer{}))
+			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{}))
 			f.waitSpawned(3)
 			if register {
 				for r := range 3 {

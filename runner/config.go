@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorovod/gorovod/settings"
 )
 
 // Defaults of the launcher settings (see DefaultConfig).
@@ -38,9 +40,11 @@ type Config struct {
 	// Dir is the ranks' working directory; "" means gorun's.
 	Dir string
 
-	// StartTimeout is how long ranks wait for each other in hvd.Init, and
-	// bounds the pre-launch host checks.
-	StartTimeout time.Duration
+	// Knobs are the tuning knobs passed to every rank (see WorkerEnv).
+	// Their StartTimeout also bounds the pre-launch host checks, and their
+	// LogLevel is gorun's too (see Logger).
+	settings.Knobs
+
 	// BindAddr is the address (IP or host name, optionally host:port) the
 	// rendezvous service listens on and ranks dial. Empty means the first
 	// address of NetworkInterface or, when every host is local, 127.0.0.1.
@@ -67,17 +71,6 @@ type Config struct {
 	// SSHConnectTimeout bounds each ssh connection attempt; 0 means ssh's default.
 	SSHConnectTimeout time.Duration
 
-	// Engine knobs, passed through to every rank (see WorkerEnv).
-	FusionThreshold int64         // bytes per fused buffer; 0 disables fusion
-	CycleTime       time.Duration // negotiation cycle
-	CacheCapacity   int           // response cache entries; 0 disables it
-	StallWarning    time.Duration // warn about stalled tensors; 0 never
-	StallShutdown   time.Duration // abort on a stall this long; 0 never
-	TimelinePath    string        // timeline file; "" none
-	LogLevel        string        // ranks' log level: debug, info, warn, error; also gorun's (see Logger)
-	OpTimeout       time.Duration // per-operation timeout; 0 none
-	NoSharedMemory  bool          // keep same-host links on TCP instead of shared memory
-
 	// GracePeriod is how long a rank being stopped has between SIGTERM and
 	// SIGKILL.
 	GracePeriod time.Duration
@@ -102,18 +95,10 @@ type Config struct {
 // DefaultConfig returns a Config with every setting at its default: one
 // rank on localhost, no command yet.
 func DefaultConfig() Config {
-	env := DefaultWorkerEnv()
 	return Config{
 		NP:                1,
-		StartTimeout:      env.StartTimeout,
+		Knobs:             settings.Defaults(),
 		SSHConnectTimeout: DefaultSSHConnectTimeout,
-		FusionThreshold:   env.FusionThreshold,
-		CycleTime:         env.CycleTime,
-		CacheCapacity:     env.CacheCapacity,
-		StallWarning:      env.StallWarning,
-		StallShutdown:     env.StallShutdown,
-		LogLevel:          env.LogLevel,
-		OpTimeout:         env.OpTimeout,
 		GracePeriod:       DefaultGracePeriod,
 	}
 }
@@ -236,16 +221,7 @@ func (c Config) hosts() []Host {
 func (c Config) jobEnv() WorkerEnv {
 	e := DefaultWorkerEnv()
 	e.BindAddr = c.NetworkInterface
-	e.StartTimeout = c.StartTimeout
-	e.FusionThreshold = c.FusionThreshold
-	e.CycleTime = c.CycleTime
-	e.CacheCapacity = c.CacheCapacity
-	e.StallWarning = c.StallWarning
-	e.StallShutdown = c.StallShutdown
-	e.TimelinePath = c.TimelinePath
-	e.LogLevel = c.LogLevel
-	e.OpTimeout = c.OpTimeout
-	e.NoSharedMemory = c.NoSharedMemory
+	e.Knobs = c.Knobs
 	return e
 }
 
@@ -255,7 +231,7 @@ func (c Config) jobEnv() WorkerEnv {
 // info.
 func (c Config) gorunLevel() slog.Level {
 	level := slog.LevelWarn
-	if l, err := (WorkerEnv{LogLevel: c.LogLevel}).SlogLevel(); err == nil && (l < slog.LevelInfo || l > slog.LevelWarn) {
+	if l, err := slogLevel(c.LogLevel); err == nil && (l < slog.LevelInfo || l > slog.LevelWarn) {
 		level = l
 	}
 	if c.Verbose {

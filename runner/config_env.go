@@ -12,7 +12,7 @@ import (
 // that KnobsFromEnviron reads.
 func KnobVars() []string {
 	return []string{EnvStartTimeout, EnvFusionThreshold, EnvCycleTime, EnvCacheCapacity,
-		EnvStallCheckTime, EnvStallShutdownTime, EnvTimeline, EnvLogLevel, EnvOpTimeout, EnvSharedMemory}
+		EnvStallCheckTime, EnvStallShutdownTime, EnvTimeline, EnvLogLevel, EnvOpTimeout, EnvNoSharedMemory}
 }
 
 // KnobsFromEnviron gives the knobs of c that were not set explicitly the
@@ -23,10 +23,10 @@ func KnobVars() []string {
 // value. The precedence is thus flag, then environment, then default.
 //
 // Values are read as the ranks read them (FromEnviron: Go durations,
-// decimal integers, GOROVOD_FUSION_THRESHOLD in bytes, GOROVOD_SHARED_MEMORY
-// 1 or 0) and checked together with the knobs already in c. A bad value is
-// an error wrapping ErrEnv that names the variable and its value, and c is
-// then left unchanged. When the knobs already in c are broken by
+// decimal integers, GOROVOD_FUSION_THRESHOLD in bytes,
+// GOROVOD_NO_SHARED_MEMORY 1 or 0) and checked together with the knobs
+// already in c. A bad value is an error wrapping ErrEnv that names the
+// variable and its value, and c is then left unchanged. When the knobs already in c are broken by
 // themselves, it leaves c unchanged and returns nil: Validate reports them.
 // given may be nil (nothing set explicitly).
 func (c *Config) KnobsFromEnviron(getenv func(string) string, given func(name string) bool) error {
@@ -51,7 +51,7 @@ func (c *Config) KnobsFromEnviron(getenv func(string) string, given func(name st
 	if err != nil {
 		return errors.Join(err, fromEnvironHint(err, taken))
 	}
-	c.setKnobs(env)
+	c.Knobs = env.Knobs
 	return nil
 }
 
@@ -85,19 +85,4 @@ func (e WorkerEnv) knobEnviron() map[string]string {
 		}
 	}
 	return vars
-}
-
-// setKnobs copies the start timeout and the tuning knobs of e into c; it
-// undoes jobEnv for them.
-func (c *Config) setKnobs(e WorkerEnv) {
-	c.StartTimeout = e.StartTimeout
-	c.FusionThreshold = e.FusionThreshold
-	c.CycleTime = e.CycleTime
-	c.CacheCapacity = e.CacheCapacity
-	c.StallWarning = e.StallWarning
-	c.StallShutdown = e.StallShutdown
-	c.TimelinePath = e.TimelinePath
-	c.LogLevel = e.LogLevel
-	c.OpTimeout = e.OpTimeout
-	c.NoSharedMemory = e.NoSharedMemory
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // jobOf is a valid config of np ranks on hosts ("" for none), with a bind
@@ -89,7 +92,7 @@ func TestGorunLogLevel(t *testing.T) {
 		{"error", true, "IWE"},
 	} {
 		var buf strings.Builder
-		c := Config{LogLevel: tt.level, Verbose: tt.verbose, Stderr: &buf}
+		c := Config{Knobs: settings.Knobs{LogLevel: tt.level}, Verbose: tt.verbose, Stderr: &buf}
 		log := c.logger()
 		log.Debug("D")
 		log.Info("I")
@@ -112,7 +115,7 @@ func TestGorunLogLevel(t *testing.T) {
 func TestLaunchLogLevelDebug(t *testing.T) {
 	f := newFakeSpawner(t)
 	f.exitNow[0], f.exitNow[1] = 0, 4
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	cfg := fakeConfig(t, f, "a:2", 2, &out)
 	cfg.LogLevel = "debug"
 	if err := await(t, launchAsync(t.Context(), cfg), 5*time.Second); err == nil {
@@ -129,7 +132,7 @@ func TestKnobsFromEnviron(t *testing.T) {
 	env := map[string]string{
 		EnvStartTimeout: "45s", EnvFusionThreshold: "1048576", EnvCycleTime: "2ms", EnvCacheCapacity: "7",
 		EnvStallCheckTime: "10s", EnvStallShutdownTime: "20s", EnvTimeline: "/tmp/tl.json",
-		EnvLogLevel: "debug", EnvOpTimeout: "1m", EnvSharedMemory: "0",
+		EnvLogLevel: "debug", EnvOpTimeout: "1m", EnvNoSharedMemory: "1",
 	}
 	c := DefaultConfig()
 	if err := c.KnobsFromEnviron(func(k string) string { return env[k] }, nil); err != nil {
@@ -166,7 +169,7 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 		{EnvCacheCapacity, "-1", "GOROVOD_CACHE_CAPACITY=-1: must not be negative"},
 		{EnvFusionThreshold, "64MB", `GOROVOD_FUSION_THRESHOLD="64MB": not a decimal integer`},
 		{EnvLogLevel, "loud", `GOROVOD_LOG_LEVEL="loud"`},
-		{EnvSharedMemory, "yes", `GOROVOD_SHARED_MEMORY="yes": not 1 or 0`},
+		{EnvNoSharedMemory, "yes", `GOROVOD_NO_SHARED_MEMORY="yes": not 1 or 0`},
 		{EnvStallShutdownTime, "30s", "GOROVOD_STALL_SHUTDOWN_TIME=30s: must not be shorter than GOROVOD_STALL_CHECK_TIME=1m0s"},
 	} {
 		c := DefaultConfig()
@@ -180,7 +183,7 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 			!strings.Contains(err.Error(), tt.name+" comes from gorun's environment") {
 			t.Errorf("%s=%s: %v\nwant ErrEnv containing %s", tt.name, tt.value, err, tt.want)
 		}
-		if c.CycleTime != DefaultCycleTime || c.LogLevel != DefaultLogLevel || c.CacheCapacity != DefaultCacheCapacity {
+		if c.Knobs != settings.Defaults() {
 			t.Errorf("%s=%s: config changed by a failed call: %+v", tt.name, tt.value, c)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gorovod/gorovod/internal/auth"
 )
 
 // envOf returns a getenv over kv ("NAME=value" entries).
@@ -159,7 +161,7 @@ func checkDetected(t *testing.T, env WorkerEnv, plan JoinPlan, w want) {
 		if len(plan.Notes) != 1 || !strings.Contains(plan.Notes[0], EnvSecretFile) {
 			t.Errorf("notes = %q, want one naming %s", plan.Notes, EnvSecretFile)
 		}
-		if len(env.Secret) != SecretLen {
+		if len(env.Secret) != auth.SecretSize {
 			t.Errorf("secret is %d bytes", len(env.Secret))
 		}
 	} else if len(plan.Notes) != 0 {

@@ -59,7 +59,8 @@
 //	GOROVOD_BIND_ADDR                       data-plane address or interface ("" = auto)
 //	GOROVOD_START_TIMEOUT                   wait for all ranks to register (30s)
 //
-// and the tuning knobs, with their defaults:
+// and the tuning knobs (the fields of settings.Knobs), with their defaults
+// (settings.Defaults):
 //
 //	GOROVOD_FUSION_THRESHOLD     bytes per fused buffer, 0 = no fusion (67108864)
 //	GOROVOD_CYCLE_TIME           negotiation cycle (1ms)
@@ -69,7 +70,7 @@
 //	GOROVOD_TIMELINE             timeline file ("" = none)
 //	GOROVOD_LOG_LEVEL            debug, info, warn or error (info)
 //	GOROVOD_OP_TIMEOUT           bound on every wait for another rank, negotiation included, 0 = none (10m)
-//	GOROVOD_SHARED_MEMORY        1: links between ranks on one host use shared memory, 0: TCP (1)
+//	GOROVOD_NO_SHARED_MEMORY     1: links between ranks on one host stay on TCP, 0: shared memory (0)
 //
 // Durations use Go syntax ("1ms", "60s", "1m30s"). Without GOROVOD_RANK a
 // process is a single rank of size 1. The secret never appears on a command

@@ -10,12 +10,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/auth"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // This file is the launcher–worker environment contract: the only place the
 // GOROVOD_* variables are named, written (Environ) and read (FromEnviron).
 
 // Names of the environment variables that gorun sets for every worker.
+// The first ten say who the worker is and how it reaches the others; the
+// rest carry the fields of settings.Knobs (named in the comments), and an
+// unset or empty one keeps its default (settings.Defaults).
 const (
 	EnvRank              = "GOROVOD_RANK"                // global rank
 	EnvSize              = "GOROVOD_SIZE"                // number of ranks
@@ -27,16 +33,16 @@ const (
 	EnvRendezvousAddr    = "GOROVOD_RENDEZVOUS_ADDR"     // host:port of the rendezvous service
 	EnvSecret            = "GOROVOD_SECRET"              // job secret, hex
 	EnvBindAddr          = "GOROVOD_BIND_ADDR"           // data-plane listen address or interface
-	EnvStartTimeout      = "GOROVOD_START_TIMEOUT"       // Go duration
-	EnvFusionThreshold   = "GOROVOD_FUSION_THRESHOLD"    // bytes
-	EnvCycleTime         = "GOROVOD_CYCLE_TIME"          // Go duration
-	EnvCacheCapacity     = "GOROVOD_CACHE_CAPACITY"      // entries
-	EnvStallCheckTime    = "GOROVOD_STALL_CHECK_TIME"    // Go duration (stall warning)
-	EnvStallShutdownTime = "GOROVOD_STALL_SHUTDOWN_TIME" // Go duration
-	EnvTimeline          = "GOROVOD_TIMELINE"            // file path
-	EnvLogLevel          = "GOROVOD_LOG_LEVEL"           // debug, info, warn, error
-	EnvOpTimeout         = "GOROVOD_OP_TIMEOUT"          // Go duration
-	EnvSharedMemory      = "GOROVOD_SHARED_MEMORY"       // 1 or 0: same-host links in shared memory
+	EnvStartTimeout      = "GOROVOD_START_TIMEOUT"       // StartTimeout: Go duration
+	EnvFusionThreshold   = "GOROVOD_FUSION_THRESHOLD"    // FusionThreshold: bytes
+	EnvCycleTime         = "GOROVOD_CYCLE_TIME"          // CycleTime: Go duration
+	EnvCacheCapacity     = "GOROVOD_CACHE_CAPACITY"      // CacheCapacity: entries
+	EnvStallCheckTime    = "GOROVOD_STALL_CHECK_TIME"    // StallWarning: Go duration
+	EnvStallShutdownTime = "GOROVOD_STALL_SHUTDOWN_TIME" // StallShutdown: Go duration
+	EnvTimeline          = "GOROVOD_TIMELINE"            // TimelinePath: file path
+	EnvLogLevel          = "GOROVOD_LOG_LEVEL"           // LogLevel: debug, info, warn, error
+	EnvOpTimeout         = "GOROVOD_OP_TIMEOUT"          // OpTimeout: Go duration
+	EnvNoSharedMemory    = "GOROVOD_NO_SHARED_MEMORY"    // NoSharedMemory: 1 keeps same-host links on TCP, 0 (default) uses shared memory
 )
 
 // Variables that gorun never writes, read by Detect when another launcher
@@ -48,21 +54,6 @@ const (
 	EnvClusterIndex   = "GOROVOD_CLUSTER_INDEX"   // this process's index (rank) in the cluster spec
 )
 
-// Defaults of the tuning knobs (see DefaultWorkerEnv).
-const (
-	DefaultStartTimeout    = 30 * time.Second
-	DefaultFusionThreshold = 64 << 20 // 64 MiB
-	DefaultCycleTime       = time.Millisecond
-	DefaultCacheCapacity   = 1024
-	DefaultStallWarning    = 60 * time.Second
-	DefaultStallShutdown   = time.Duration(0) // never
-	DefaultLogLevel        = "info"
-	DefaultOpTimeout       = 10 * time.Minute // bound on every wait for another rank (negotiation included)
-)
-
-// SecretLen is the length in bytes of the job secret.
-const SecretLen = 32
-
 // WorkerEnv is what one worker process learns from its environment: who it
 // is in the job, how to reach the others, and the tuning knobs.
 type WorkerEnv struct {
@@ -70,42 +61,25 @@ type WorkerEnv struct {
 	LocalRank, LocalSize int // rank and number of ranks on this host
 	CrossRank, CrossSize int // position among, and number of, hosts with this LocalRank
 
-	Hostname       string        // this worker's host as named in the host list ("" if unknown)
-	RendezvousAddr string        // host:port of the rendezvous service; "" for a single rank
-	Secret         []byte        // job secret (SecretLen bytes); never printed
-	BindAddr       string        // address or interface for the data plane; "" = auto
-	StartTimeout   time.Duration // how long to wait for every rank to register
+	Hostname       string // this worker's host as named in the host list ("" if unknown)
+	RendezvousAddr string // host:port of the rendezvous service; "" for a single rank
+	Secret         []byte // job secret (auth.SecretSize bytes); never printed
+	BindAddr       string // address or interface for the data plane; "" = auto
 
-	FusionThreshold int64         // bytes per fused buffer; 0 disables fusion
-	CycleTime       time.Duration // negotiation cycle; must be > 0
-	CacheCapacity   int           // response cache entries; 0 disables the cache
-	StallWarning    time.Duration // warn about tensors stalled this long; 0 disables
-	StallShutdown   time.Duration // abort the job after a stall this long; 0 = never
-	TimelinePath    string        // timeline output file; "" = no timeline
-	LogLevel        string        // slog level name: debug, info, warn, error
-	OpTimeout       time.Duration // bound on every wait for another rank, negotiation included; 0 = none
-	NoSharedMemory  bool          // keep same-host links on TCP instead of shared memory
+	// Knobs are the job's tuning knobs, the same on every rank (see
+	// settings.Knobs; their variables are listed in envVars).
+	settings.Knobs
 }
 
 // DefaultWorkerEnv returns the environment of a single rank (rank 0 of 1,
-// on one host) with every knob at its default.
+// on one host) with every knob at its default (settings.Defaults).
 func DefaultWorkerEnv() WorkerEnv {
-	return WorkerEnv{
-		Size: 1, LocalSize: 1, CrossSize: 1,
-		StartTimeout:    DefaultStartTimeout,
-		FusionThreshold: DefaultFusionThreshold,
-		CycleTime:       DefaultCycleTime,
-		CacheCapacity:   DefaultCacheCapacity,
-		StallWarning:    DefaultStallWarning,
-		StallShutdown:   DefaultStallShutdown,
-		LogLevel:        DefaultLogLevel,
-		OpTimeout:       DefaultOpTimeout,
-	}
+	return WorkerEnv{Size: 1, LocalSize: 1, CrossSize: 1, Knobs: settings.Defaults()}
 }
 
-// NewSecret returns a fresh job secret of SecretLen random bytes.
+// NewSecret returns a fresh job secret of auth.SecretSize random bytes.
 func NewSecret() ([]byte, error) {
-	s := make([]byte, SecretLen)
+	s := make([]byte, auth.SecretSize)
 	if _, err := rand.Read(s); err != nil {
 		return nil, fmt.Errorf("runner: job secret: %w", err)
 	}
@@ -199,7 +173,7 @@ func (e WorkerEnv) checkIdentity(check checkFunc) {
 	check(e.Size <= 1 || e.RendezvousAddr != "", "%s=%d: more than one rank needs %s", EnvSize, e.Size, EnvRendezvousAddr)
 	check(e.RendezvousAddr == "" || isHostPort(e.RendezvousAddr), "%s=%q: want host:port", EnvRendezvousAddr, clip(e.RendezvousAddr, maxQuoted))
 	if len(e.Secret) != 0 {
-		check(len(e.Secret) == SecretLen, "%s: secret is %d bytes, want %d", EnvSecret, len(e.Secret), SecretLen)
+		check(len(e.Secret) == auth.SecretSize, "%s: secret is %d bytes, want %d", EnvSecret, len(e.Secret), auth.SecretSize)
 	} else {
 		check(e.RendezvousAddr == "", "%s is set but %s is not", EnvRendezvousAddr, EnvSecret)
 	}
@@ -236,10 +210,13 @@ func isHostPort(s string) bool {
 
 // SlogLevel returns the log/slog level named by LogLevel ("debug", "info",
 // "warn", "error", any case, optionally with an offset such as "debug-4").
-func (e WorkerEnv) SlogLevel() (slog.Level, error) {
+func (e WorkerEnv) SlogLevel() (slog.Level, error) { return slogLevel(e.LogLevel) }
+
+// slogLevel returns the log/slog level that name names (see SlogLevel).
+func slogLevel(name string) (slog.Level, error) {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(e.LogLevel)); err != nil {
-		return 0, fmt.Errorf("%w: %s=%q: %w", ErrEnv, EnvLogLevel, clip(e.LogLevel, maxQuoted), err)
+	if err := l.UnmarshalText([]byte(name)); err != nil {
+		return 0, fmt.Errorf("%w: %s=%q: %w", ErrEnv, EnvLogLevel, clip(name, maxQuoted), err)
 	}
 	return l, nil
 }
@@ -325,26 +302,25 @@ func envVars() []envVar {
 		stringVar(EnvTimeline, func(e *WorkerEnv) *string { return &e.TimelinePath }),
 		stringVar(EnvLogLevel, func(e *WorkerEnv) *string { return &e.LogLevel }),
 		durationVar(EnvOpTimeout, func(e *WorkerEnv) *time.Duration { return &e.OpTimeout }),
-		sharedMemoryVar(EnvSharedMemory),
+		boolVar(EnvNoSharedMemory, func(e *WorkerEnv) *bool { return &e.NoSharedMemory }),
 	}
 }
 
-// sharedMemoryVar binds NoSharedMemory as "1" (shared memory on, the
-// default) or "0".
-func sharedMemoryVar(name string) envVar {
+// boolVar binds a flag written "1" (set) or "0" (unset, the default).
+func boolVar(name string, field func(*WorkerEnv) *bool) envVar {
 	return envVar{name: name,
 		get: func(e *WorkerEnv) string {
-			if e.NoSharedMemory {
-				return "0"
+			if *field(e) {
+				return "1"
 			}
-			return "1"
+			return "0"
 		},
 		set: func(e *WorkerEnv, s string) error {
 			switch s {
 			case "1":
-				e.NoSharedMemory = false
+				*field(e) = true
 			case "0":
-				e.NoSharedMemory = true
+				*field(e) = false
 			default:
 				return errors.New("not 1 or 0")
 			}

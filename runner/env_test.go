@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/auth"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // getenvOf turns "NAME=value" entries into a getenv function.
@@ -24,7 +27,7 @@ func getenvOf(kv ...string) func(string) string {
 }
 
 // testSecret is a fixed, recognisable job secret.
-var testSecret = bytes.Repeat([]byte{0xab}, SecretLen)
+var testSecret = bytes.Repeat([]byte{0xab}, auth.SecretSize)
 
 // jobEnv returns a valid environment of rank 1 in a 4-rank job on 2 hosts.
 func jobEnv() WorkerEnv {
@@ -65,7 +68,7 @@ func TestFromEnvironJob(t *testing.T) {
 	e, present, err := FromEnviron(getenvOf(
 		"GOROVOD_RANK=1", "GOROVOD_SIZE=4", "GOROVOD_LOCAL_RANK=1", "GOROVOD_LOCAL_SIZE=2",
 		"GOROVOD_CROSS_RANK=0", "GOROVOD_CROSS_SIZE=2", "GOROVOD_HOSTNAME=node1",
-		"GOROVOD_RENDEZVOUS_ADDR=10.0.0.1:7070", "GOROVOD_SECRET="+strings.Repeat("AB", SecretLen),
+		"GOROVOD_RENDEZVOUS_ADDR=10.0.0.1:7070", "GOROVOD_SECRET="+strings.Repeat("AB", auth.SecretSize),
 	))
 	if err != nil || !present || !reflect.DeepEqual(e, want) {
 		t.Fatalf("FromEnviron = %+v, %v, %v; want %+v", e, present, err, want)
@@ -212,7 +215,7 @@ func randomWorkerEnv(rng *rand.Rand) WorkerEnv {
 	e.Hostname = randomText(rng)
 	if size > 1 || rng.IntN(2) == 0 {
 		e.RendezvousAddr = fmt.Sprintf("[fd00::%x]:%d", rng.IntN(1<<16), 1+rng.IntN(65535))
-		e.Secret = make([]byte, SecretLen)
+		e.Secret = make([]byte, auth.SecretSize)
 		for i := range e.Secret {
 			e.Secret[i] = byte(rng.Uint32())
 		}
@@ -303,7 +306,7 @@ func TestNewSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a) != SecretLen || len(b) != SecretLen || bytes.Equal(a, b) {
+	if len(a) != auth.SecretSize || len(b) != auth.SecretSize || bytes.Equal(a, b) {
 		t.Fatalf("NewSecret gave %x and %x", a, b)
 	}
 }
@@ -334,12 +337,12 @@ func TestForSlot(t *testing.T) {
 func TestSlogLevel(t *testing.T) {
 	for in, want := range map[string]slog.Level{"debug": slog.LevelDebug, "INFO": slog.LevelInfo,
 		"warn": slog.LevelWarn, "error": slog.LevelError, "debug-4": slog.LevelDebug - 4} {
-		e := WorkerEnv{LogLevel: in}
+		e := WorkerEnv{Knobs: settings.Knobs{LogLevel: in}}
 		if got, err := e.SlogLevel(); err != nil || got != want {
 			t.Errorf("SlogLevel(%q) = %v, %v", in, got, err)
 		}
 	}
-	if _, err := (WorkerEnv{LogLevel: ""}).SlogLevel(); !errors.Is(err, ErrEnv) {
+	if _, err := (WorkerEnv{}).SlogLevel(); !errors.Is(err, ErrEnv) {
 		t.Errorf("SlogLevel(\"\") = %v, want ErrEnv", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -82,7 +83,7 @@ func ExampleWorkerEnv_Environ() {
 
 	job := runner.DefaultWorkerEnv()
 	job.RendezvousAddr = "10.0.0.1:7070"
-	job.Secret = make([]byte, runner.SecretLen) // use runner.NewSecret in real code
+	job.Secret = make([]byte, auth.SecretSize) // use runner.NewSecret in real code
 
 	worker := job.ForSlot(slots[3]) // what the launcher gives rank 3
 	kv := worker.Environ()

@@ -12,38 +12,21 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/auth"
+	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestLaunchAllSucceed(t *testing.T) {
 	f := newFakeSpawner(t)
 	for r := range 4 {
 		f.exitNow[r] = 0
 	}
-	err := await(t, launchAsync(t.Context(), fakeConfig(t, f, "a:2,b:2", 4, &lockedBuffer{})), 5*time.Second)
+	err := await(t, launchAsync(t.Context(), fakeConfig(t, f, "a:2,b:2", 4, &testutil.SyncBuffer{})), 5*time.Second)
 	if err != nil {
 		t.Fatalf("Launch = %v, want nil", err)
 	}
@@ -60,7 +43,7 @@ func TestLaunchEnvMatchesSlot(t *testing.T) {
 	for r := range 3 {
 		f.exitNow[r] = 0
 	}
-	cfg := fakeConfig(t, f, "a:1,b:2", 3, &lockedBuffer{})
+	cfg := fakeConfig(t, f, "a:1,b:2", 3, &testutil.SyncBuffer{})
 	cfg.ForwardEnv = []string{"GORUN_TEST_FORWARDED", "GORUN_TEST_SET=x", "GORUN_TEST_UNSET"}
 	cfg.FusionThreshold, cfg.CycleTime, cfg.CacheCapacity = 1234, 5*time.Millisecond, 7
 	cfg.LogLevel, cfg.TimelinePath, cfg.OpTimeout = "debug", "/tmp/tl.json", time.Minute
@@ -83,7 +66,7 @@ func TestLaunchEnvMatchesSlot(t *testing.T) {
 		if host, _, err := net.SplitHostPort(env.RendezvousAddr); err != nil || host != "127.0.0.1" {
 			t.Errorf("rank %d: rendezvous address %q, want 127.0.0.1:port", s.Rank, env.RendezvousAddr)
 		}
-		if len(env.Secret) != SecretLen || secret != nil && !bytes.Equal(env.Secret, secret) {
+		if len(env.Secret) != auth.SecretSize || secret != nil && !bytes.Equal(env.Secret, secret) {
 			t.Errorf("rank %d: secret of %d bytes, or not the job's", s.Rank, len(env.Secret))
 		}
 		secret = env.Secret
@@ -120,8 +103,8 @@ func environOf(t *testing.T, kv []string) WorkerEnv {
 func TestLaunchVerboseLogHasNoSecret(t *testing.T) {
 	f := newFakeSpawner(t)
 	f.exitNow[0], f.exitNow[1] = 0, 0
-	var logs lockedBuffer
-	cfg := fakeConfig(t, f, "a:2", 2, &lockedBuffer{})
+	var logs testutil.SyncBuffer
+	cfg := fakeConfig(t, f, "a:2", 2, &testutil.SyncBuffer{})
 	cfg.Verbose = true
 	cfg.ForwardEnv = []string{"GORUN_TEST_TOKEN=hunter2"}
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -145,7 +128,7 @@ func TestLaunchVerboseLogHasNoSecret(t *testing.T) {
 
 func TestLaunchFirstFailureStopsOthers(t *testing.T) {
 	f := newFakeSpawner(t)
-	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2,b:2", 4, &lockedBuffer{}))
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2,b:2", 4, &testutil.SyncBuffer{}))
 	f.waitSpawned(4)
 	start := time.Now()
 	f.proc(2).exit(3)
@@ -175,7 +158,7 @@ func TestLaunchFirstFailureStopsOthers(t *testing.T) {
 func TestLaunchKillsRankThatIgnoresTerm(t *testing.T) {
 	f := newFakeSpawner(t)
 	f.ignore[1] = true
-	cfg := fakeConfig(t, f, "a:3", 3, &lockedBuffer{})
+	cfg := fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{})
 	cfg.GracePeriod = 200 * time.Millisecond
 	errc := launchAsync(t.Context(), cfg)
 	f.waitSpawned(3)
@@ -199,7 +182,7 @@ func TestLaunchKillsRankThatIgnoresTerm(t *testing.T) {
 func TestLaunchContextCancelStopsAll(t *testing.T) {
 	f := newFakeSpawner(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	errc := launchAsync(ctx, fakeConfig(t, f, "a:2,b:1", 3, &lockedBuffer{}))
+	errc := launchAsync(ctx, fakeConfig(t, f, "a:2,b:1", 3, &testutil.SyncBuffer{}))
 	f.waitSpawned(3)
 	cancel()
 	err := await(t, errc, 5*time.Second)
@@ -220,7 +203,7 @@ func TestLaunchCanceledBeforeStart(t *testing.T) {
 	f := newFakeSpawner(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := await(t, launchAsync(ctx, fakeConfig(t, f, "a:2", 2, &lockedBuffer{})), 5*time.Second)
+	err := await(t, launchAsync(ctx, fakeConfig(t, f, "a:2", 2, &testutil.SyncBuffer{})), 5*time.Second)
 	if !errors.Is(err, ErrInterrupted) || f.proc(0) != nil {
 		t.Errorf("Launch = %v (rank 0 started: %v), want ErrInterrupted and no rank", err, f.proc(0) != nil)
 	}
@@ -229,7 +212,7 @@ func TestLaunchCanceledBeforeStart(t *testing.T) {
 func TestLaunchSpawnFailureStopsStarted(t *testing.T) {
 	f := newFakeSpawner(t)
 	f.failAt[1] = errNoStart
-	err := await(t, launchAsync(t.Context(), fakeConfig(t, f, "a:1,b:2", 3, &lockedBuffer{})), 5*time.Second)
+	err := await(t, launchAsync(t.Context(), fakeConfig(t, f, "a:1,b:2", 3, &testutil.SyncBuffer{})), 5*time.Second)
 	if !errors.Is(err, errNoStart) {
 		t.Fatalf("Launch = %v, want the spawn error", err)
 	}
@@ -260,7 +243,7 @@ func TestLaunchAbortsRendezvous(t *testing.T) {
 		defer c.Close()
 		pingErr = c.Ping(t.Context())
 	}
-	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2", 2, &lockedBuffer{}))
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2", 2, &testutil.SyncBuffer{}))
 	f.waitSpawned(2)
 	f.proc(1).exit(7)
 	if err := await(t, errc, 5*time.Second); exitErrorOf(t, err).Status != 7 {
@@ -276,7 +259,7 @@ func TestLaunchOutputPrefixAndFiles(t *testing.T) {
 	f.stdout[0], f.stderr[0] = "hello\nworld\n", ""
 	f.stdout[1], f.stderr[1] = "one\n", "oops\npartial"
 	f.exitNow[0], f.exitNow[1] = 0, 0
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testutil.SyncBuffer
 	cfg := fakeConfig(t, f, "a:2", 2, nil)
 	cfg.Stdout, cfg.Stderr = &stdout, &stderr
 	cfg.OutputDir = filepath.Join(t.TempDir(), "out")
@@ -312,7 +295,7 @@ func checkLines(t *testing.T, name, text string, want []string) {
 
 func TestLaunchRejectsBadConfigBeforeStarting(t *testing.T) {
 	f := newFakeSpawner(t)
-	cfg := fakeConfig(t, f, "a:4", 5, &lockedBuffer{})
+	cfg := fakeConfig(t, f, "a:4", 5, &testutil.SyncBuffer{})
 	err := Launch(t.Context(), cfg)
 	if !errors.Is(err, ErrSlots) || !strings.Contains(err.Error(), "-np 5") || !strings.Contains(err.Error(), "4 slots") {
 		t.Errorf("Launch = %v, want ErrSlots naming 5 and 4", err)
@@ -323,7 +306,7 @@ func TestLaunchRejectsBadConfigBeforeStarting(t *testing.T) {
 }
 
 func TestLaunchLocalProcesses(t *testing.T) {
-	var stdout lockedBuffer
+	var stdout testutil.SyncBuffer
 	cfg := DefaultConfig()
 	cfg.NP = 3
 	cfg.Command = []string{"sh", "-c", `echo "rank $GOROVOD_RANK of $GOROVOD_SIZE, local $GOROVOD_LOCAL_RANK"`}
@@ -342,7 +325,7 @@ func TestLaunchLocalFailure(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NP = 3
 	cfg.Command = []string{"sh", "-c", `[ "$GOROVOD_RANK" = 1 ] && exit 4; exec sleep 60`}
-	cfg.Stdout, cfg.Stderr = &lockedBuffer{}, &lockedBuffer{}
+	cfg.Stdout, cfg.Stderr = &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	start := time.Now()
 	err := await(t, launchAsync(t.Context(), cfg), 10*time.Second)
 	if d := time.Since(start); d > 5*time.Second {
@@ -362,7 +345,7 @@ func TestLaunchLocalKillsRankThatIgnoresTerm(t *testing.T) {
 	cfg.Command = []string{"sh", "-c", `pid=` + dir + `/pid
 		if [ "$GOROVOD_RANK" = 0 ]; then while [ ! -s $pid ]; do sleep 0.01; done; exit 9; fi
 		trap "" TERM; echo $$ > $pid.tmp; mv $pid.tmp $pid; sleep 60`}
-	cfg.Stdout, cfg.Stderr = &lockedBuffer{}, &lockedBuffer{}
+	cfg.Stdout, cfg.Stderr = &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	start := time.Now()
 	err := await(t, launchAsync(t.Context(), cfg), 10*time.Second)
 	if d := time.Since(start); d > 5*time.Second {

@@ -9,14 +9,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 var localSlot = Slot{Host: "localhost", Size: 1, LocalSize: 1, CrossSize: 1}
 
 // spawnSh starts `sh -c script` with a LocalSpawner.
-func spawnSh(t *testing.T, script string, c Command) (Process, *lockedBuffer, *lockedBuffer) {
+func spawnSh(t *testing.T, script string, c Command) (Process, *testutil.SyncBuffer, *testutil.SyncBuffer) {
 	t.Helper()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testutil.SyncBuffer
 	c.Argv = []string{"sh", "-c", script}
 	p, err := LocalSpawner{}.Spawn(t.Context(), localSlot, c, &stdout, &stderr)
 	if err != nil {
@@ -115,7 +117,7 @@ func TestLocalSpawnerKill(t *testing.T) {
 
 func TestLocalSpawnerStartError(t *testing.T) {
 	c := Command{Argv: []string{"/nonexistent/gorun-test-program"}}
-	_, err := LocalSpawner{}.Spawn(t.Context(), localSlot, c, &lockedBuffer{}, &lockedBuffer{})
+	_, err := LocalSpawner{}.Spawn(t.Context(), localSlot, c, &testutil.SyncBuffer{}, &testutil.SyncBuffer{})
 	if err == nil || !strings.HasPrefix(err.Error(), "runner: rank 0 on localhost: start ") || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Spawn = %v, want a start error naming rank 0 and wrapping ErrNotExist", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/runner/internal/testsshd"
 )
 
@@ -28,7 +29,7 @@ func TestMixedLocalAndSSHJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := NewSSHSpawner(SSHConfig{Port: srv.Port, IdentityFile: srv.IdentityFile, ExtraArgs: srv.ExtraArgs()})
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	cfg := DefaultConfig()
 	cfg.NP, cfg.Hosts, cfg.Command = 4, hosts, []string{bin}
 	cfg.BindAddr = "127.0.0.1"

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // collect returns a lineWriter that records what it emits.
@@ -60,7 +62,7 @@ func lengths(s []string) []int {
 
 func TestOutputLinesNeverMix(t *testing.T) {
 	const ranks, lines = 8, 120
-	var term lockedBuffer
+	var term testutil.SyncBuffer
 	out, err := newOutput(&term, &term, "", ranks)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +109,7 @@ func TestOutputLinesNeverMix(t *testing.T) {
 }
 
 func TestOutputEmptyLineAndDirNames(t *testing.T) {
-	var term lockedBuffer
+	var term testutil.SyncBuffer
 	dir := t.TempDir()
 	out, err := newOutput(&term, &term, dir, 12)
 	if err != nil {

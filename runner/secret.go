@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/auth"
 )
 
 // secret returns the job secret of a job that gorun did not start:
@@ -19,13 +21,13 @@ func (d detector) secret(launcher, jobID string) (secret []byte, note string, er
 	}
 	if s := d.getenv(EnvSecret); s != "" {
 		b, err := hex.DecodeString(s)
-		if err != nil || len(b) != SecretLen {
-			return nil, "", fmt.Errorf("%s: want %d hexadecimal digits (<%d characters, redacted>)", EnvSecret, 2*SecretLen, len(s))
+		if err != nil || len(b) != auth.SecretSize {
+			return nil, "", fmt.Errorf("%s: want %d hexadecimal digits (<%d characters, redacted>)", EnvSecret, 2*auth.SecretSize, len(s))
 		}
 		return b, "", nil
 	}
 	note = fmt.Sprintf("neither %s nor %s is set: ranks prove a token derived from the %s job id, which keeps other jobs out but not someone who can reach the job's ports and knows the id; set %s to a file of %d hex digits that only you can read (openssl rand -hex %d)",
-		EnvSecretFile, EnvSecret, launcher, EnvSecretFile, 2*SecretLen, SecretLen)
+		EnvSecretFile, EnvSecret, launcher, EnvSecretFile, 2*auth.SecretSize, auth.SecretSize)
 	return JobToken(launcher, jobID), note, nil
 }
 
@@ -37,7 +39,7 @@ func JobToken(launcher, jobID string) []byte {
 }
 
 // ReadSecretFile reads a job secret from path: a regular file that only its
-// owner may read or write (mode 0600 or stricter) holding 2×SecretLen hex
+// owner may read or write (mode 0600 or stricter) holding 2×auth.SecretSize hex
 // digits, surrounding white space ignored. Errors name the path and what
 // to fix, never the file's content.
 func ReadSecretFile(path string) ([]byte, error) {
@@ -58,9 +60,9 @@ func ReadSecretFile(path string) ([]byte, error) {
 	}
 	text := strings.TrimSpace(string(raw))
 	b, err := hex.DecodeString(text)
-	if err != nil || len(b) != SecretLen {
+	if err != nil || len(b) != auth.SecretSize {
 		return nil, fmt.Errorf("%s: want %d hexadecimal digits (make one with: openssl rand -hex %d), found %d characters",
-			where, 2*SecretLen, SecretLen, len(text))
+			where, 2*auth.SecretSize, auth.SecretSize, len(text))
 	}
 	return b, nil
 }

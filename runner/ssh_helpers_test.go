@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/runner/internal/testsshd"
 )
 
@@ -155,22 +155,7 @@ func (r *sshRank) waitExit(t *testing.T, d time.Duration) error {
 }
 
 // sshTestOutput collects a rank's stream; safe for concurrent use.
-type sshTestOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *sshTestOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *sshTestOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
+type sshTestOutput struct{ testutil.SyncBuffer }
 
 // waitFor waits until the output holds s, for at most 10 s.
 func (o *sshTestOutput) waitFor(t *testing.T, s string) {

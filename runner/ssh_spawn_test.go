@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/auth"
 )
 
 // sshRankScript reports what a rank sees, then waits for the file $STOP.
@@ -30,7 +32,7 @@ while [ ! -e "$STOP" ]; do sleep 0.05; done`
 
 func TestSSHSpawnRank(t *testing.T) {
 	forEachSSHTarget(t, func(t *testing.T, tg sshTarget) {
-		secret := hex.EncodeToString([]byte(strings.Repeat("k", SecretLen)))
+		secret := hex.EncodeToString([]byte(strings.Repeat("k", auth.SecretSize)))
 		dir, err := filepath.EvalSymlinks(t.TempDir())
 		if err != nil {
 			t.Fatal(err)

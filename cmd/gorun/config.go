@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // usageError is a mistake on the command line (exit status 2).
@@ -52,13 +53,12 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	default:
 		return cfg, usagef("-np is required when neither -H nor -hostfile is given")
 	}
-	cfg.StartTimeout = durationOf(c, "start-timeout")
 	cfg.ForwardEnv = splitNames(c.StringSlice("x"))
 	cfg.BindAddr, cfg.NetworkInterface = c.String("bind-addr"), c.String("network-interface")
 	cfg.SSHPort, cfg.SSHIdentityFile = c.Int("ssh-port"), c.String("ssh-identity-file")
 	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")
 	cfg.Stdout, cfg.Stderr = stdout, stderr
-	if err := tuning(c, &cfg); err != nil {
+	if cfg.Knobs, err = knobsOf(c); err != nil {
 		return cfg, err
 	}
 	flagOf := knobFlags()
@@ -126,8 +126,8 @@ func splitNames(entries []string) []string {
 	return out
 }
 
-// tuning copies the engine knobs into cfg.
-func tuning(c *cli.Context, cfg *runner.Config) error {
+// knobsOf reads the tuning flags and --start-timeout.
+func knobsOf(c *cli.Context) (settings.Knobs, error) {
 	mb, ms := c.Int("fusion-threshold-mb"), c.Float64("cycle-time-ms")
 	var errs []error
 	if mb < 0 || mb > 1<<20 {
@@ -136,14 +136,19 @@ func tuning(c *cli.Context, cfg *runner.Config) error {
 	if !(ms > 0 && ms < 1e9) {
 		errs = append(errs, usagef("--cycle-time-ms %g: want a positive number of milliseconds", ms))
 	}
-	cfg.FusionThreshold = int64(mb) << 20
-	cfg.CycleTime = time.Duration(ms * float64(time.Millisecond))
-	cfg.CacheCapacity = c.Int("cache-capacity")
-	cfg.StallWarning = durationOf(c, "stall-check-time")
-	cfg.StallShutdown = durationOf(c, "stall-shutdown-time")
-	cfg.TimelinePath = c.String("timeline-filename")
-	cfg.LogLevel = c.String("log-level")
-	cfg.OpTimeout = durationOf(c, "op-timeout")
-	cfg.NoSharedMemory = c.Bool("no-shared-memory")
-	return errors.Join(errs...)
+	k := settings.Knobs{
+		Engine: settings.Engine{
+			FusionThreshold: int64(mb) << 20,
+			CycleTime:       time.Duration(ms * float64(time.Millisecond)),
+			CacheCapacity:   c.Int("cache-capacity"),
+			StallWarning:    durationOf(c, "stall-check-time"),
+			StallShutdown:   durationOf(c, "stall-shutdown-time"),
+			OpTimeout:       durationOf(c, "op-timeout"),
+		},
+		StartTimeout:   durationOf(c, "start-timeout"),
+		TimelinePath:   c.String("timeline-filename"),
+		LogLevel:       c.String("log-level"),
+		NoSharedMemory: c.Bool("no-shared-memory"),
+	}
+	return k, errors.Join(errs...)
 }

@@ -59,7 +59,7 @@
 // GOROVOD_START_TIMEOUT, GOROVOD_FUSION_THRESHOLD (in bytes),
 // GOROVOD_CYCLE_TIME, GOROVOD_CACHE_CAPACITY, GOROVOD_STALL_CHECK_TIME,
 // GOROVOD_STALL_SHUTDOWN_TIME, GOROVOD_TIMELINE, GOROVOD_LOG_LEVEL,
-// GOROVOD_OP_TIMEOUT and GOROVOD_SHARED_MEMORY (0 = --no-shared-memory), in
+// GOROVOD_OP_TIMEOUT and GOROVOD_NO_SHARED_MEMORY (1 = --no-shared-memory), in
 // the syntax the ranks read (Go durations); a bad value is a command-line
 // error naming the variable.
 //

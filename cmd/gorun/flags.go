@@ -68,7 +68,7 @@ func flags() []cli.Flag {
 		&cli.GenericFlag{Name: "op-timeout", Category: catTuning, Value: &duration{def.OpTimeout},
 			Usage: "fail the job when a rank waits longer than this for another rank, in a collective or in the negotiation before it; the error names the rank that did not answer. A rank that submits nothing for this long while others wait counts too, so keep it above the longest work one rank does alone (evaluation, checkpointing); 0 never [$GOROVOD_OP_TIMEOUT]"},
 		&cli.BoolFlag{Name: "no-shared-memory", Category: catTuning,
-			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory [$GOROVOD_SHARED_MEMORY=0]"},
+			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory [$GOROVOD_NO_SHARED_MEMORY]"},
 	}
 }
 
@@ -86,7 +86,7 @@ func knobFlags() map[string]string {
 		runner.EnvTimeline:          "timeline-filename",
 		runner.EnvLogLevel:          "log-level",
 		runner.EnvOpTimeout:         "op-timeout",
-		runner.EnvSharedMemory:      "no-shared-memory",
+		runner.EnvNoSharedMemory:    "no-shared-memory",
 	}
 }
 

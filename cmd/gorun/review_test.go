@@ -30,7 +30,7 @@ func TestKnobsFromUserEnvironment(t *testing.T) {
 		runner.EnvStartTimeout: "45s", runner.EnvFusionThreshold: "1048576", runner.EnvCycleTime: "2ms",
 		runner.EnvCacheCapacity: "7", runner.EnvStallCheckTime: "10s", runner.EnvStallShutdownTime: "20s",
 		runner.EnvTimeline: "/tmp/tl.json", runner.EnvLogLevel: "debug", runner.EnvOpTimeout: "1m",
-		runner.EnvSharedMemory: "0",
+		runner.EnvNoSharedMemory: "1",
 	} {
 		t.Setenv(name, value)
 	}
@@ -69,7 +69,7 @@ func TestBadKnobInUserEnvironment(t *testing.T) {
 		{runner.EnvLogLevel, "loud", "--log-level", "debug"},
 		{runner.EnvCycleTime, "fast", "--cycle-time-ms", "2"},
 		{runner.EnvCacheCapacity, "-3", "--cache-capacity", "3"},
-		{runner.EnvSharedMemory, "off", "--no-shared-memory", "true"},
+		{runner.EnvNoSharedMemory, "off", "--no-shared-memory", "true"},
 		{runner.EnvStartTimeout, "0s", "--start-timeout", "10s"},
 	} {
 		t.Setenv(tt.name, tt.value)

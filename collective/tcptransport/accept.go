@@ -71,7 +71,7 @@ func (f *formation) admit(ctx context.Context, nc *net.TCPConn, rejects *rejectL
 // claims and claims it, all before the handshake deadline. If ctx ends
 // meanwhile, nc is closed and errSealed returned.
 func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn) (int, lane, error) {
-	if err := tune(nc, f.cfg); err != nil {
+	if err := tune(nc, f.tun); err != nil {
 		return 0, 0, err
 	}
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)

@@ -25,24 +25,24 @@ func BenchmarkAllreduce(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		for _, size := range []int{4 << 10, 1 << 20, 64 << 20} {
 			for _, v := range []benchVariant{
-				{"default", Config{}},
-				{"spin=off", Config{spin: -1}},
-				{"spin=on", Config{spin: spinBudget}},
-				{"tcp", Config{DisableSharedMemory: true}},
-				{"tcp/cc=host", Config{DisableSharedMemory: true, congestion: "-"}},
+				{"default", Config{}, tuning{}},
+				{"spin=off", Config{}, tuning{spin: -1}},
+				{"spin=on", Config{}, tuning{spin: spinBudget}},
+				{"tcp", Config{NoSharedMemory: true}, tuning{}},
+				{"tcp/cc=host", Config{NoSharedMemory: true}, tuning{congestion: "-"}},
 			} {
 				b.Run(fmt.Sprintf("n%d/%dKiB/%s", n, size>>10, v.name), func(b *testing.B) {
-					allreduce(b, n, size, v.cfg)
+					allreduce(b, n, size, v)
 				})
 			}
 		}
 	}
 }
 
-func allreduce(b *testing.B, n, size int, cfg Config) {
+func allreduce(b *testing.B, n, size int, v benchVariant) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := localMesh(ctx, n, cfg)
+	m, err := localMesh(ctx, n, v.cfg, v.tun)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,27 +20,30 @@ import (
 // chosen over: fixed 4 MiB SO_SNDBUF/SO_RCVBUF, no read buffer, a 64 KiB
 // read buffer, the host's default congestion control.
 
+// benchVariant is one setting a benchmark measures: a name, a Config and
+// the package's tuning.
 type benchVariant struct {
 	name string
 	cfg  Config
+	tun  tuning
 }
 
 func benchVariants() []benchVariant {
 	return []benchVariant{
-		{"default", Config{}},
-		{"sockbuf=4MiB", Config{sockBuf: 4 << 20}},
-		{"readbuf=none", Config{readBuf: -1}},
-		{"readbuf=64KiB", Config{readBuf: 64 << 10}},
-		{"cc=host", Config{congestion: "-"}},
+		{"default", Config{}, tuning{}},
+		{"sockbuf=4MiB", Config{}, tuning{sockBuf: 4 << 20}},
+		{"readbuf=none", Config{}, tuning{readBuf: -1}},
+		{"readbuf=64KiB", Config{}, tuning{readBuf: 64 << 10}},
+		{"cc=host", Config{}, tuning{congestion: "-"}},
 	}
 }
 
-// benchPair forms a 2-rank mesh with cfg's tuning, closed when b ends.
-func benchPair(b *testing.B, cfg Config) (a, z collective.Transport) {
+// benchPair forms a 2-rank mesh with v's settings, closed when b ends.
+func benchPair(b *testing.B, v benchVariant) (a, z collective.Transport) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := localMesh(ctx, 2, cfg)
+	m, err := localMesh(ctx, 2, v.cfg, v.tun)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,12 +56,12 @@ func benchPair(b *testing.B, cfg Config) (a, z collective.Transport) {
 // which costs a context.AfterFunc per call.
 func BenchmarkPingPong(b *testing.B) {
 	for _, v := range benchVariants() {
-		b.Run(v.name, func(b *testing.B) { pingPong(b, v.cfg, context.Background(), 4<<10) })
+		b.Run(v.name, func(b *testing.B) { pingPong(b, v, context.Background(), 4<<10) })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b.Run("ctx=cancelable", func(b *testing.B) { pingPong(b, Config{}, ctx, 4<<10) })
-	b.Run("spin=off", func(b *testing.B) { pingPong(b, Config{spin: -1}, context.Background(), 4<<10) })
+	b.Run("ctx=cancelable", func(b *testing.B) { pingPong(b, benchVariant{}, ctx, 4<<10) })
+	b.Run("spin=off", func(b *testing.B) { pingPong(b, benchVariant{tun: tuning{spin: -1}}, context.Background(), 4<<10) })
 	b.Run("baseline=raw-tcp", func(b *testing.B) { rawPingPong(b, 4<<10) })
 }
 
@@ -117,8 +120,8 @@ func echo(c net.Conn, n, count int) error {
 	return nil
 }
 
-func pingPong(b *testing.B, cfg Config, ctx context.Context, n int) {
-	a, z := benchPair(b, cfg)
+func pingPong(b *testing.B, v benchVariant, ctx context.Context, n int) {
+	a, z := benchPair(b, v)
 	out, in, echo := make([]byte, n), make([]byte, n), make([]byte, n)
 	done := make(chan error, 1)
 	b.ResetTimer()
@@ -155,7 +158,7 @@ func pingPong(b *testing.B, cfg Config, ctx context.Context, n int) {
 func BenchmarkStream(b *testing.B) {
 	for _, v := range benchVariants() {
 		b.Run(v.name, func(b *testing.B) {
-			a, z := benchPair(b, v.cfg)
+			a, z := benchPair(b, v)
 			b.SetBytes(4 << 20)
 			b.ResetTimer()
 			stream(b, a, z, 4<<20)
@@ -195,7 +198,7 @@ func drain(c net.Conn, n, count int) error {
 func BenchmarkBidirectional(b *testing.B) {
 	for _, v := range benchVariants() {
 		b.Run(v.name, func(b *testing.B) {
-			a, z := benchPair(b, v.cfg)
+			a, z := benchPair(b, v)
 			b.SetBytes(2 * 4 << 20)
 			b.ResetTimer()
 			var wg sync.WaitGroup

@@ -27,35 +27,20 @@ type Config struct {
 	// HandshakeTimeout bounds the handshake of each connection, accepted or
 	// dialed; zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// DisableSharedMemory keeps links to peers on this host on TCP. By
-	// default a link between two ranks whose addresses have the same host
-	// part carries its frames through a ring per direction in shared memory
-	// (nameless memory files from memfd_create, which the peer opens through
-	// /proc/PID/fd of the offering rank, so no kill leaves a file behind),
-	// and its sockets stay open only to tell either side when the other
-	// goes away. Where that is not possible (another user or pid namespace,
-	// no memory to reserve the ring), the link stays on TCP by itself and
-	// the rank logs one line saying why. Every rank of a job must set the
-	// same value.
-	DisableSharedMemory bool
+	// NoSharedMemory keeps links to peers on this host on TCP. By default a
+	// link between two ranks whose addresses have the same host part
+	// carries its frames through a ring per direction in shared memory
+	// (nameless memory files from memfd_create, which the peer opens
+	// through /proc/PID/fd of the offering rank, so no kill leaves a file
+	// behind), and its sockets stay open only to tell either side when the
+	// other goes away. Where that is not possible (another user or pid
+	// namespace, no memory to reserve the ring), the link stays on TCP by
+	// itself and the rank logs one line saying why. Every rank of a job
+	// must set the same value.
+	NoSharedMemory bool
 	// Logger receives connection events (rejected intruders at Warn); nil
 	// discards them. Connect adds a "rank" attribute.
 	Logger *slog.Logger
-
-	// sockBuf, when positive, fixes SO_SNDBUF and SO_RCVBUF of every data
-	// socket to that many bytes (which turns Linux autotuning off); zero
-	// leaves autotuning on. Benchmarks set it to compare both.
-	sockBuf int
-	// readBuf sizes the read buffer behind each receiving socket: zero means
-	// recvBuffer, negative means none. Benchmarks set it to compare.
-	readBuf int
-	// spin is how long a small Recv busy-polls before it parks: zero means
-	// automatic (see autoSpin), negative never. Benchmarks set it.
-	spin time.Duration
-	// congestion names the congestion control of same-host connections:
-	// empty means sameHostCongestion, "-" the host's default. Benchmarks
-	// set it to compare.
-	congestion string
 }
 
 // normalize validates c and fills in defaults. Every broken invariant gets
@@ -80,20 +65,5 @@ func (c Config) normalize() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.Logger = c.Logger.With("rank", c.Rank)
-	if c.readBuf == 0 {
-		c.readBuf = recvBuffer
-	}
-	switch c.congestion {
-	case "":
-		c.congestion = sameHostCongestion
-	case "-":
-		c.congestion = ""
-	}
-	switch {
-	case c.spin == 0:
-		c.spin = autoSpin(c.Rank, c.Addrs)
-	case c.spin < 0:
-		c.spin = 0
-	}
 	return c, nil
 }

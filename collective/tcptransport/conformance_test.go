@@ -20,20 +20,21 @@ func TestConformance(t *testing.T) {
 	for _, v := range []struct {
 		name string
 		cfg  Config
+		tun  tuning
 		path Path
 	}{
-		{"shm/auto", Config{}, SharedMemory},
-		{"shm/spin=1h", Config{spin: time.Hour}, SharedMemory},
-		{"shm/spin=off", Config{spin: -1}, SharedMemory},
-		{"tcp/auto", Config{DisableSharedMemory: true}, TCP},
-		{"tcp/spin=1h", Config{spin: time.Hour, DisableSharedMemory: true}, TCP},
-		{"tcp/spin=off", Config{spin: -1, DisableSharedMemory: true}, TCP},
+		{"shm/auto", Config{}, tuning{}, SharedMemory},
+		{"shm/spin=1h", Config{}, tuning{spin: time.Hour}, SharedMemory},
+		{"shm/spin=off", Config{}, tuning{spin: -1}, SharedMemory},
+		{"tcp/auto", Config{NoSharedMemory: true}, tuning{}, TCP},
+		{"tcp/spin=1h", Config{NoSharedMemory: true}, tuning{spin: time.Hour}, TCP},
+		{"tcp/spin=off", Config{NoSharedMemory: true}, tuning{spin: -1}, TCP},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, size int) []collective.Transport {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				m, err := localMesh(ctx, size, v.cfg)
+				m, err := localMesh(ctx, size, v.cfg, v.tun)
 				if err != nil {
 					t.Fatalf("LocalMesh(%d): %v", size, err)
 				}

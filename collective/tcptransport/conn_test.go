@@ -90,7 +90,7 @@ func TestMalformedFrame(t *testing.T) {
 func TestRawFrame(t *testing.T) {
 	lns, addrs := listenN(t, 2)
 	secret := secretOf(1)
-	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret, DisableSharedMemory: true})
+	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret, NoSharedMemory: true})
 	out, in, err := fakePeer(t, addrs[0], secret, 1, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func (f *formation) dialOnce(ctx context.Context, peer int, l lane) (reached boo
 // job of our size, names lane l and waits for the acknowledgement, all
 // before the handshake deadline. If ctx ends meanwhile, nc is closed.
 func (f *formation) clientHandshake(ctx context.Context, nc *net.TCPConn, peer int, l lane) error {
-	if err := tune(nc, f.cfg); err != nil {
+	if err := tune(nc, f.tun); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)

@@ -1,5 +1,11 @@
-// Package tcptransport is gorovod's data plane: a collective.Transport made
-// of TCP connections, two per pair of ranks.
+// Package tcptransport is gorovod's data plane: a collective.Transport
+// whose links between ranks are TCP connections, two per pair of ranks.
+// Every link is formed, authenticated and watched over TCP; where both
+// ranks are on one host, the link then carries its frames through a
+// shared-memory ring per direction instead (package internal/shmring), and
+// its sockets stay open only to tell either side when the other goes away.
+// Either way the frames, their checks and the failures they report are the
+// same, and a link's path is chosen once, when the mesh forms.
 //
 // # Mesh formation
 //
@@ -44,36 +50,30 @@
 //
 // Right after formation, the two ranks of every link whose addresses have
 // the same host part offer each other a ring for their outbound direction,
-// over the link's own authenticated socket: a 4 MiB byte ring in an
+// over the link's own authenticated socket, and each answers whether it
+// could map the other's (see offerShm). A ring is a 4 MiB byte ring in an
 // anonymous memory file (memfd_create(2)) with a random token in its first
-// page. Such a file never has a name in any directory, so no kill at any
-// moment (of a rank, or of gorun with its ranks) can leave one behind in
-// /dev/shm: the memory is freed with the last descriptor or mapping of it.
-// It counts against the rank's memory (its cgroup's limit), not against
-// the size of /dev/shm, which a container may keep small. The offer names the file as "/proc/<pid>/fd/<fd>", the descriptor
-// in the offering process, which keeps it open until the answer arrives;
-// the peer opens that path, which the kernel allows only to a process of
-// the same user on the same host in the same pid namespace, checks that it
-// is a ring-sized file whose size is sealed (so neither side can shrink it
-// under the other's mapping), maps it, checks the token and answers. (The
-// alternative, passing the descriptor with SCM_RIGHTS, would need a Unix
-// socket and a second authenticated handshake per link.) The offering side
-// reserves the file's pages (fallocate) and seals its size before
-// offering, so memory that runs short makes the link stay on TCP instead
-// of killing a rank with SIGBUS later. When both directions were accepted
-// the link's frames travel through the rings instead of the sockets (same
-// frames, same checks): the sender copies into the ring, the receiver
-// copies out, and a side with nothing to do sleeps in futex(2) on a
-// counter the other side bumps, after polling for a while (busy when the
-// host has a processor per rank, else yielding to other processes). The
-// sockets stay open and idle as the liveness signal: a peer that exits,
-// crashes or closes its transport closes them, frames it had written are
-// still delivered, and then the link fails with collective.ErrPeerGone.
-// Where a ring cannot be made or the peer's cannot be opened (no memory,
-// another pid namespace, another user), the link stays on TCP, and the
-// rank logs one Warn line that names every such peer and the cause.
-// Config.DisableSharedMemory (gorun --no-shared-memory) keeps every link
-// on TCP.
+// page, offered as "/proc/<pid>/fd/<fd>" (see internal/shmring). Such a
+// file never has a name in any directory, so no kill at any moment (of a
+// rank, or of gorun with its ranks) can leave one behind in /dev/shm, and
+// only a process of the same user on the same host in the same pid
+// namespace can open it. (The alternative, passing the descriptor with
+// SCM_RIGHTS, would need a Unix socket and a second authenticated
+// handshake per link.) The offering side reserves the file's pages and
+// seals its size before offering, so memory that runs short makes the link
+// stay on TCP instead of killing a rank with SIGBUS later. When both
+// directions were accepted the link's frames travel through the rings
+// instead of the sockets (same frames, same checks): the sender copies into
+// the ring, the receiver copies out, and a side with nothing to do sleeps
+// in futex(2) after polling for a while (busy when the host has a
+// processor per rank, else yielding to other processes). The sockets stay
+// open and idle as the liveness signal: a peer that exits, crashes or
+// closes its transport closes them, frames it had written are still
+// delivered, and then the link fails with collective.ErrPeerGone. Where a
+// ring cannot be made or the peer's cannot be opened (no memory, another
+// pid namespace, another user), the link stays on TCP, and the rank logs
+// one Warn line that names every such peer and the cause.
+// Config.NoSharedMemory (gorun --no-shared-memory) keeps every link on TCP.
 //
 // # Framing
 //

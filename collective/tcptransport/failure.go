@@ -25,9 +25,7 @@ func (c *conn) fail(err error) error {
 	if c.failed.CompareAndSwap(nil, &failure{err}) {
 		_ = c.out.Close() // the cause is recorded; a close error adds nothing
 		_ = c.in.Close()
-		if c.shm != nil {
-			close(c.shm.failed)
-		}
+		c.link.down()
 	}
 	return c.failed.Load().err
 }

@@ -8,33 +8,22 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/internal/auth"
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // logBuffer collects the output of a slog handler written from many
 // goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ testutil.SyncBuffer }
 
 // lines returns the lines logged so far that contain every one of subs.
 func (l *logBuffer) lines(subs ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for line := range strings.Lines(l.b.String()) {
+	for line := range strings.Lines(l.String()) {
 		if containsAll(line, subs...) {
 			out = append(out, line)
 		}

@@ -13,9 +13,15 @@ import (
 // transports when t ends.
 func meshT(t *testing.T, size int, cfg Config) []collective.Transport {
 	t.Helper()
+	return meshTuned(t, size, cfg, tuning{})
+}
+
+// meshTuned is meshT with tun's settings.
+func meshTuned(t *testing.T, size int, cfg Config, tun tuning) []collective.Transport {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	m, err := localMesh(ctx, size, cfg)
+	m, err := localMesh(ctx, size, cfg, tun)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +40,7 @@ func TestRoundTripDoesNotAllocate(t *testing.T) {
 	for _, tcp := range []bool{true, false} {
 		for _, spin := range []time.Duration{time.Hour, -1} {
 			for _, n := range []int{4 << 10, 256 << 10} {
-				m := meshT(t, 2, Config{spin: spin, DisableSharedMemory: tcp})
+				m := meshTuned(t, 2, Config{NoSharedMemory: tcp}, tuning{spin: spin})
 				ctx := context.Background()
 				out, in, echo := make([]byte, n), make([]byte, n), make([]byte, n)
 				tag := collective.Tag{Seq: 1}
@@ -76,7 +82,7 @@ func TestRoundTripDoesNotAllocate(t *testing.T) {
 // TestPollEndsOnPeerClose: a Recv polling with a budget far beyond the
 // test's ends with ErrPeerGone as soon as the peer closes.
 func TestPollEndsOnPeerClose(t *testing.T) {
-	m := meshT(t, 2, Config{spin: time.Hour})
+	m := meshTuned(t, 2, Config{}, tuning{spin: time.Hour})
 	errc := make(chan error, 1)
 	go func() { errc <- m[1].Conn(0).Recv(t.Context(), tag11, make([]byte, 8)) }()
 	time.Sleep(20 * time.Millisecond)
@@ -94,7 +100,7 @@ func TestPollEndsOnPeerClose(t *testing.T) {
 // TestPollFallsBackToParking: a Recv whose poll runs out of budget parks
 // and still gets its frame, and the next Recv polls again.
 func TestPollFallsBackToParking(t *testing.T) {
-	m := meshT(t, 2, Config{spin: time.Millisecond})
+	m := meshTuned(t, 2, Config{}, tuning{spin: time.Millisecond})
 	for seq := range uint64(3) {
 		sent := make(chan error, 1)
 		go func() {

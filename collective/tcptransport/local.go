@@ -16,24 +16,24 @@ import (
 // Connect at once. Element i of the result has rank i. A nil secret means a
 // fresh random one. All ranks share one host, so as in a real job every
 // link moves its frames through shared memory where it can (see LinkPath);
-// LocalMeshConfig with DisableSharedMemory keeps them on TCP. Tests and
+// LocalMeshConfig with NoSharedMemory keeps them on TCP. Tests and
 // in-process benchmarks use it; the caller closes every transport.
 func LocalMesh(ctx context.Context, size int, secret []byte) ([]collective.Transport, error) {
-	return localMesh(ctx, size, Config{Secret: secret})
+	return localMesh(ctx, size, Config{Secret: secret}, tuning{})
 }
 
 // LocalMeshConfig is LocalMesh with base as every rank's Config: it fills
 // in Rank, Size and Addrs per rank (whatever base holds there is ignored)
 // and, where Secret is nil, a fresh random secret. It lets tests and
 // benchmarks exercise the TCP path between ranks of one host
-// (DisableSharedMemory) or set a handshake timeout or a logger.
+// (NoSharedMemory) or set a handshake timeout or a logger.
 func LocalMeshConfig(ctx context.Context, size int, base Config) ([]collective.Transport, error) {
-	return localMesh(ctx, size, base)
+	return localMesh(ctx, size, base, tuning{})
 }
 
-// localMesh is LocalMeshConfig; the package's own tests also set base's
-// unexported tuning fields.
-func localMesh(ctx context.Context, size int, base Config) ([]collective.Transport, error) {
+// localMesh is LocalMeshConfig with tun's settings for every rank; the
+// package's own tests and benchmarks set them.
+func localMesh(ctx context.Context, size int, base Config, tun tuning) ([]collective.Transport, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("tcptransport: mesh of %d ranks: %w", size, collective.ErrInvalid)
 	}
@@ -51,7 +51,7 @@ func localMesh(ctx context.Context, size int, base Config) ([]collective.Transpo
 	for r := range size {
 		cfg := base
 		cfg.Rank, cfg.Size, cfg.Addrs = r, size, addrs
-		wg.Go(func() { out[r], errs[r] = Connect(ctx, lns[r], cfg) })
+		wg.Go(func() { out[r], errs[r] = connect(ctx, lns[r], cfg, tun) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

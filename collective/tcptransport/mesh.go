@@ -29,6 +29,12 @@ import (
 // watcher per shared-memory link, which ends by the time the transport's
 // Close returns.
 func Connect(ctx context.Context, ln *Listener, cfg Config) (collective.Transport, error) {
+	return connect(ctx, ln, cfg, tuning{})
+}
+
+// connect is Connect with tun's settings; the package's tests and
+// benchmarks set them.
+func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collective.Transport, error) {
 	cfg, err := cfg.normalize()
 	if err == nil && ln == nil && cfg.Rank < cfg.Size-1 {
 		err = fmt.Errorf("tcptransport: rank %d of %d needs a listener: %w", cfg.Rank, cfg.Size, collective.ErrInvalid)
@@ -39,21 +45,23 @@ func Connect(ctx context.Context, ln *Listener, cfg Config) (collective.Transpor
 		}
 		return nil, err
 	}
-	f := newFormation(cfg)
+	tun = tun.normalize(cfg.Rank, cfg.Addrs)
+	f := newFormation(cfg, tun)
 	socks, err := f.run(ctx, ln)
 	if err != nil {
 		return nil, err
 	}
-	var shm []*shmLink
-	if !cfg.DisableSharedMemory {
-		shm = offerShm(cfg, socks)
+	var rings []*shmRings
+	if !cfg.NoSharedMemory {
+		rings = offerShm(cfg, tun.procDir, socks)
 	}
-	return newTransport(cfg, socks, shm), nil
+	return newTransport(cfg, tun, socks, rings), nil
 }
 
 // formation is the state of one Connect: the sockets claimed so far.
 type formation struct {
 	cfg   Config
+	tun   tuning
 	log   *slog.Logger
 	hello []byte
 
@@ -71,9 +79,10 @@ type lanes [2]*net.TCPConn
 // complete reports whether both lanes are there.
 func (l lanes) complete() bool { return l[laneOut] != nil && l[laneIn] != nil }
 
-func newFormation(cfg Config) *formation {
+func newFormation(cfg Config, tun tuning) *formation {
 	f := &formation{
 		cfg:     cfg,
+		tun:     tun,
 		log:     cfg.Logger,
 		hello:   hello(cfg.Rank, cfg.Size),
 		socks:   make([]lanes, cfg.Size),

@@ -35,7 +35,7 @@ func LinkPath(t collective.Transport, peer int) Path {
 	if !ok || peer < 0 || peer >= tr.size || tr.conns[peer] == nil {
 		return NoLink
 	}
-	if tr.conns[peer].shm != nil {
+	if _, ok := tr.conns[peer].link.(*shmLink); ok {
 		return SharedMemory
 	}
 	return TCP

@@ -13,7 +13,7 @@ func TestLinkPath(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
 		want Path
-	}{{Config{}, SharedMemory}, {Config{DisableSharedMemory: true}, TCP}} {
+	}{{Config{}, SharedMemory}, {Config{NoSharedMemory: true}, TCP}} {
 		m := meshT(t, 3, c.cfg)
 		for r, tr := range m {
 			for p := -1; p <= 3; p++ {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
 // shmHelperEnv carries the job secret (hex) to TestShmHelperProcess; it is
@@ -162,14 +164,14 @@ func readRawOffer(c net.Conn) (string, error) {
 	if _, err := io.ReadFull(c, n[:]); err != nil {
 		return "", err
 	}
-	b := make([]byte, int(binary.LittleEndian.Uint16(n[:]))+tokenSize)
-	if len(b) == tokenSize {
+	b := make([]byte, int(binary.LittleEndian.Uint16(n[:]))+shmring.TokenSize)
+	if len(b) == shmring.TokenSize {
 		return "", fmt.Errorf("the helper offered no ring")
 	}
 	if _, err := io.ReadFull(c, b); err != nil {
 		return "", err
 	}
-	return string(b[:len(b)-tokenSize]), nil
+	return string(b[:len(b)-shmring.TokenSize]), nil
 }
 
 // answerEmpty offers the helper no ring on out and reads its answer on in.
@@ -199,7 +201,7 @@ func ringMappings(pid int) ([]string, error) {
 		lo, hi, _ := strings.Cut(f[0], "-")
 		a, _ := strconv.ParseUint(lo, 16, 64)
 		b, _ := strconv.ParseUint(hi, 16, 64)
-		if b-a == ringFile {
+		if b-a == shmring.FileSize {
 			out = append(out, strings.TrimSpace(f[5]))
 		}
 	}

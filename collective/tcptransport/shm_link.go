@@ -1,145 +1,115 @@
 package tcptransport
 
 import (
-	"context"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
-// shmLink is the shared-memory data path of a link between two ranks on one
-// host: a ring per direction. The link's sockets stay open, idle, as its
-// liveness signal: a peer that exits or crashes closes them, and a watcher
-// blocked reading the inbound one fails the link (see watch).
+// shmRings are the two rings of a same-host link that the shared-memory
+// handshake set up (see offerShm): one this rank writes, one it reads.
+type shmRings struct {
+	out, in *shmring.Ring
+}
+
+// shmLink carries a conn's frames through a ring per direction in shared
+// memory. The conn's sockets stay open, idle, as the link's liveness
+// signal: a peer that exits or crashes closes them, and a watcher blocked
+// reading the inbound one tells the link (see watch).
 type shmLink struct {
-	out, in *ring
-	mu      sync.RWMutex // held shared by a call using the rings, exclusively to unmap them
-	mapped  bool
-	gone    atomic.Bool   // the peer closed its end; what it wrote may still be unread
-	failed  chan struct{} // closed when the link fails (see conn.fail)
-	done    chan struct{} // closed when the watcher has unmapped the rings
+	c       *conn
+	out, in *shmring.Ring
+	spin    time.Duration // how long recv polls an empty ring before it sleeps
+	yield   bool          // whether that polling yields to other processes
+
+	mu     sync.RWMutex  // held shared by a call using the rings, exclusively to unmap them
+	mapped bool          // the rings are mapped; false once the watcher unmapped them
+	gone   atomic.Bool   // the peer closed its end; what it wrote may still be unread
+	downed chan struct{} // closed when the conn fails (see down)
+	done   chan struct{} // closed when the watcher has unmapped the rings
+
+	_    [cacheLine]byte
+	whdr [headerSize]byte // touched only by the send in progress
+	_    [cacheLine]byte
+	rhdr [headerSize]byte // touched only by the recv in progress
 }
 
-// newShmLink pairs a ring this rank writes with one it reads.
-func newShmLink(out, in *ring) *shmLink {
-	return &shmLink{out: out, in: in, mapped: true, failed: make(chan struct{}), done: make(chan struct{})}
-}
-
-// watch blocks reading the link's idle inbound socket. The read ends when
-// the peer closes its end (it exited, crashed or closed its transport) or
-// when this side fails the link (which closes the sockets). A peer that
-// went away may have left frames in the inbound ring, which Recv still
-// delivers, as TCP would; the link fails when a call finds nothing more
-// (or on Close). Once it has failed and no call uses the rings, they are
-// unmapped.
-func (c *conn) watch() {
-	l := c.shm
-	var b [1]byte
-	n, _ := c.in.Read(b[:])
-	switch {
-	case n > 0:
-		c.protocolFail("unexpected bytes on the idle socket of a shared-memory link")
-	case c.failed.Load() == nil:
-		l.gone.Store(true)
-		l.wake()
-		<-l.failed
-	}
-	l.wake()
-	l.mu.Lock()
-	l.out.unmap()
-	l.in.unmap()
-	l.mapped = false
-	l.mu.Unlock()
-	close(l.done)
-}
-
-// wake rouses every call of this process sleeping on the link's rings.
-func (l *shmLink) wake() {
-	futex(l.in.u32(offWseq), futexWake, 1<<30)
-	futex(l.out.u32(offRseq), futexWake, 1<<30)
-}
-
-// shmSend writes one frame (header, then payload) into the outbound ring.
-func (c *conn) shmSend(ctx context.Context, tag collective.Tag, p []byte) error {
-	if err := c.ready(ctx, opSend); err != nil {
-		return err
-	}
-	c.sendWatch.begin(ctx)
-	defer c.sendWatch.end()
-	l := c.shm
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if !l.mapped { // unmapped only after the link failed
-		return c.failed.Load().err
-	}
-	putHeader(&c.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
-	if err := l.out.write(c.whdr[:], c.sendStopped); err != nil {
-		return err
-	}
-	return l.out.write(p, c.sendStopped)
-}
-
-// shmRecv reads one frame from the inbound ring, checking its header
-// against tag and len(p) as Recv does.
-func (c *conn) shmRecv(ctx context.Context, tag collective.Tag, p []byte) error {
-	if err := c.ready(ctx, opRecv); err != nil {
-		return err
-	}
-	c.recvWatch.begin(ctx)
-	defer c.recvWatch.end()
-	l := c.shm
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if !l.mapped { // unmapped only after the link failed
-		return c.failed.Load().err
-	}
-	if err := c.shmRead(c.rhdr[:]); err != nil {
-		return err
-	}
-	if err := c.checkHeader(tag, len(p)); err != nil {
-		return err
-	}
-	return c.shmRead(p)
-}
-
-// shmYield is how long a shared-memory Recv polls with sched_yield(2)
+// shmYield is how long a shared-memory recv polls with sched_yield(2)
 // before it sleeps, when ranks outnumber this host's processors.
 const shmYield = 50 * time.Microsecond
 
-// shmRead fills p from the inbound ring. Whatever the frame's size, it
-// polls before it sleeps in futex(2), unlike a socket Recv (see pollMax):
+// newShmLink carries c's frames through rings. Whatever a frame's size,
+// recv polls an empty ring before it sleeps in futex(2), unlike a socket
+// recv (see pollMax):
 //
-//   - when this host has a processor per rank (c.r.spin > 0), busy, for
-//     the spin budget. Two ranks on the 2-CPU test VM ran a 1 MiB
-//     all-reduce in 61 µs this way, against 236-281 µs polling only small
-//     frames as sockets do (futex wake-ups are slow there) and 161 µs
-//     over TCP;
+//   - when this host has a processor per rank (spin > 0), busy, for the
+//     spin budget. Two ranks on the 2-CPU test VM ran a 1 MiB all-reduce
+//     in 61 µs this way, against 236-281 µs polling only small frames as
+//     sockets do (futex wake-ups are slow there) and 161 µs over TCP;
 //   - otherwise for shmYield, giving the processor to other processes
 //     between looks, since the peer that will write may be waiting for
 //     it. Four ranks on that VM, alternating launches: 4 KiB all-reduce
 //     25-34 µs against 44-48 µs sleeping at once; 1 MiB 491-580 µs
 //     polling every size against 714-822 µs polling only small frames.
 //
-// When the peer has gone and left too little, the link fails with
-// collective.ErrPeerGone.
-func (c *conn) shmRead(p []byte) error {
-	spin, yield := c.r.spin, false
+// The caller starts the link's watcher (go l.watch()).
+func newShmLink(c *conn, rings shmRings, spin time.Duration) *shmLink {
+	l := &shmLink{c: c, out: rings.out, in: rings.in, spin: spin, mapped: true,
+		downed: make(chan struct{}), done: make(chan struct{})}
 	if spin <= 0 {
-		spin, yield = shmYield, true
+		l.spin, l.yield = shmYield, true
 	}
-	err := c.shm.in.read(p, spin, yield, c.shm.gone.Load, c.stopped)
-	if err == errRingGone {
-		return c.ioFail(opRecv, io.EOF)
+	return l
+}
+
+// send writes one frame (header, then payload) into the outbound ring.
+func (l *shmLink) send(tag collective.Tag, p []byte) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if !l.mapped { // unmapped only after the conn failed
+		return l.c.failed.Load().err
+	}
+	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
+	if err := l.out.Write(l.whdr[:], l.sendStopped); err != nil {
+		return err
+	}
+	return l.out.Write(p, l.sendStopped)
+}
+
+// recv reads one frame from the inbound ring, checking its header against
+// tag and len(p) as a tcpLink does.
+func (l *shmLink) recv(tag collective.Tag, p []byte) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if !l.mapped { // unmapped only after the conn failed
+		return l.c.failed.Load().err
+	}
+	if err := l.read(l.rhdr[:]); err != nil {
+		return err
+	}
+	if err := l.c.checkHeader(l.rhdr[:], tag, len(p)); err != nil {
+		return err
+	}
+	return l.read(p)
+}
+
+// read fills p from the inbound ring. When the peer has gone and left too
+// little, the conn fails with collective.ErrPeerGone.
+func (l *shmLink) read(p []byte) error {
+	err := l.in.Read(p, l.spin, l.yield, l.gone.Load, l.stopped)
+	if err == shmring.ErrGone {
+		return l.c.ioFail(opRecv, io.EOF)
 	}
 	return err
 }
 
-// stopped is the ring's question after each sleep: has the link failed?
-func (c *conn) stopped() error {
-	if f := c.failed.Load(); f != nil {
+// stopped is the ring's question after each sleep: has the conn failed?
+func (l *shmLink) stopped() error {
+	if f := l.c.failed.Load(); f != nil {
 		return f.err
 	}
 	return nil
@@ -147,12 +117,18 @@ func (c *conn) stopped() error {
 
 // sendStopped is stopped for the sender, which also stops when the peer
 // has gone: nobody will make room.
-func (c *conn) sendStopped() error {
-	if err := c.stopped(); err != nil {
+func (l *shmLink) sendStopped() error {
+	if err := l.stopped(); err != nil {
 		return err
 	}
-	if c.shm.gone.Load() {
-		return c.ioFail(opSend, io.ErrClosedPipe)
+	if l.gone.Load() {
+		return l.c.ioFail(opSend, io.ErrClosedPipe)
 	}
 	return nil
 }
+
+// down lets the watcher unmap the rings (see watch).
+func (l *shmLink) down() { close(l.downed) }
+
+// wait returns once the watcher has unmapped the rings and ended.
+func (l *shmLink) wait() { <-l.done }

@@ -7,26 +7,21 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
-
-// withProcDir makes openRing look for offered rings under dir for one
-// test.
-func withProcDir(t *testing.T, dir string) {
-	old := procDir
-	procDir = dir
-	t.Cleanup(func() { procDir = old })
-}
 
 // shmLinks counts the links of tr that run over shared memory.
 func shmLinks(tr collective.Transport) int {
 	n := 0
 	for _, c := range tr.(*transport).conns {
-		if c != nil && c.shm != nil {
+		if c == nil {
+			continue
+		}
+		if _, ok := c.link.(*shmLink); ok {
 			n++
 		}
 	}
@@ -58,43 +53,13 @@ func TestShmUsedOnOneHostAndNameless(t *testing.T) {
 	exchange(t, m[0], m[2])
 }
 
-// TestShmRingHasNoLink: the file behind a new ring has no link in any
-// directory from the moment it exists, and a peer reaches it only through
-// the offering process's descriptor.
-func TestShmRingHasNoLink(t *testing.T) {
-	r, f, token, err := createRing()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.unmap()
-	defer f.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Nlink != 0 || st.Mode&0o777 != 0o600 {
-		t.Errorf("ring file: %d links, mode %#o; want 0 links, mode 0600", st.Nlink, st.Mode&0o777)
-	}
-	peer, err := openRing(offerPath(f), token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer.unmap()
-	if _, err := openRing(offerPath(f), make([]byte, tokenSize)); err == nil {
-		t.Error("a ring opened with the wrong token")
-	}
-	if err := syscall.Ftruncate(int(f.Fd()), 4096); err == nil {
-		t.Error("a ring file could be shrunk under its mappings")
-	}
-}
-
 // TestShmOffOrUnavailableFallsBackToTCP: with shared memory turned off, or
 // offers that cannot be opened (as from another pid namespace), links stay
 // on TCP and work; in the second case each rank says so in one Warn line
 // that names every peer and the cause.
 func TestShmOffOrUnavailableFallsBackToTCP(t *testing.T) {
 	var logs logBuffer
-	m := meshT(t, 2, Config{DisableSharedMemory: true, Logger: logs.logger()})
+	m := meshT(t, 2, Config{NoSharedMemory: true, Logger: logs.logger()})
 	if shmLinks(m[0]) != 0 || shmLinks(m[1]) != 0 {
 		t.Error("shared memory used although turned off")
 	}
@@ -103,8 +68,7 @@ func TestShmOffOrUnavailableFallsBackToTCP(t *testing.T) {
 		t.Errorf("shared memory turned off, yet logged: %s", lines)
 	}
 
-	withProcDir(t, "/nonexistent/gorovod")
-	m = meshT(t, 3, Config{Logger: logs.logger()})
+	m = meshTuned(t, 3, Config{Logger: logs.logger()}, tuning{procDir: "/nonexistent/gorovod"})
 	for r, tr := range m {
 		if shmLinks(tr) != 0 {
 			t.Errorf("rank %d: shared memory used although no offer can be opened", r)
@@ -153,11 +117,11 @@ func TestShmNotAcrossHosts(t *testing.T) {
 // writers wait for readers, and checks every byte and tag.
 func TestShmStreamsAcrossTheRing(t *testing.T) {
 	for _, spin := range []time.Duration{-1, time.Hour} {
-		m := meshT(t, 2, Config{spin: spin})
+		m := meshTuned(t, 2, Config{}, tuning{spin: spin})
 		if shmLinks(m[0]) != 1 {
 			t.Fatal("the link is not on shared memory")
 		}
-		sizes := []int{0, 1, 7, headerSize, 4 << 10, ringPiece + 3, ringBytes - 1, ringBytes, ringBytes + 1, 3*ringBytes + 5, 100}
+		sizes := []int{0, 1, 7, headerSize, 4 << 10, shmring.Piece + 3, shmring.Capacity - 1, shmring.Capacity, shmring.Capacity + 1, 3*shmring.Capacity + 5, 100}
 		payload := func(from, i, n int) []byte {
 			b := make([]byte, n)
 			rng := rand.New(rand.NewPCG(uint64(from), uint64(i)))
@@ -213,7 +177,7 @@ func TestShmDeliversBeforePeerGone(t *testing.T) {
 	m[0].Close()
 	// Read only once rank 1's watcher has seen the close, so that the
 	// frames are drained from a ring whose writer is known to be gone.
-	l := m[1].(*transport).conns[0].shm
+	l := m[1].(*transport).conns[0].link.(*shmLink)
 	for deadline := time.Now().Add(5 * time.Second); !l.gone.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("rank 1 did not notice rank 0's close within 5s")
@@ -239,7 +203,9 @@ func TestShmDeliversBeforePeerGone(t *testing.T) {
 func TestShmSenderBlockedByFullRingEndsWhenPeerGoes(t *testing.T) {
 	m := meshT(t, 2, Config{})
 	done := make(chan error, 1)
-	go func() { done <- m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*ringBytes)) }()
+	go func() {
+		done <- m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shmring.Capacity))
+	}()
 	select {
 	case err := <-done:
 		t.Fatalf("Send of twice the ring with no reader returned %v", err)

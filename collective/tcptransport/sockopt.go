@@ -22,27 +22,27 @@ const sameHostCongestion = "reno"
 // TCP_NODELAY (frames go out at once; there are no small writes to
 // coalesce, since header and payload leave in one writev), the congestion
 // control of a same-host connection (see sameHostCongestion; best effort:
-// a failure leaves the default) and, when cfg.sockBuf is positive, fixed
+// a failure leaves the default) and, when tun.sockBuf is positive, fixed
 // send and receive buffers. Fixed buffers turn off Linux's autotuning and
 // are capped by net.core.wmem_max/rmem_max. On loopback, fixed 4 MiB
 // buffers streamed 4 MiB frames 9-17% slower than autotuning (median of
 // paired runs), were 4-7% slower both ways at once and made no difference
 // to 4 KiB round trips (BenchmarkStream, BenchmarkBidirectional,
 // BenchmarkPingPong), so sockBuf is zero by default.
-func tune(c *net.TCPConn, cfg Config) error {
+func tune(c *net.TCPConn, tun tuning) error {
 	if err := c.SetNoDelay(true); err != nil {
 		return fmt.Errorf("set TCP_NODELAY: %w", err)
 	}
-	if cc := cfg.congestion; cc != "" && sameHost(c) {
+	if cc := tun.congestion; cc != "" && sameHost(c) {
 		setCongestion(c, cc)
 	}
-	if cfg.sockBuf <= 0 {
+	if tun.sockBuf <= 0 {
 		return nil
 	}
-	if err := c.SetReadBuffer(cfg.sockBuf); err != nil {
+	if err := c.SetReadBuffer(tun.sockBuf); err != nil {
 		return fmt.Errorf("set SO_RCVBUF: %w", err)
 	}
-	if err := c.SetWriteBuffer(cfg.sockBuf); err != nil {
+	if err := c.SetWriteBuffer(tun.sockBuf); err != nil {
 		return fmt.Errorf("set SO_SNDBUF: %w", err)
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 
 // transport is the collective.Transport of one rank: one conn per peer.
 // Its only goroutines are the watchers of shared-memory links (see
-// conn.watch), which end by the time Close returns.
+// shmLink.watch), which end by the time Close returns.
 type transport struct {
 	rank, size int
 	addrs      []string
@@ -18,18 +18,19 @@ type transport struct {
 }
 
 // newTransport wraps the authenticated sockets of a formed mesh; socks is
-// indexed by peer rank and socks[cfg.Rank] is empty.
-func newTransport(cfg Config, socks []lanes, shm []*shmLink) *transport {
+// indexed by peer rank and socks[cfg.Rank] is empty. rings, nil or indexed
+// like socks, holds the shared-memory rings of the links that have them.
+func newTransport(cfg Config, tun tuning, socks []lanes, rings []*shmRings) *transport {
 	t := &transport{rank: cfg.Rank, size: cfg.Size, addrs: cfg.Addrs, conns: make([]*conn, cfg.Size)}
 	for peer, l := range socks {
-		if l.complete() {
-			c := newConn(l, cfg.Rank, peer, cfg.Addrs[peer], cfg.readBuf, cfg.spin)
-			if shm != nil && shm[peer] != nil {
-				c.shm = shm[peer]
-				go c.watch()
-			}
-			t.conns[peer] = c
+		if !l.complete() {
+			continue
 		}
+		var r *shmRings
+		if rings != nil {
+			r = rings[peer]
+		}
+		t.conns[peer] = newConn(l, cfg.Rank, peer, cfg.Addrs[peer], tun, r)
 	}
 	return t
 }
@@ -70,8 +71,8 @@ func (t *transport) Close() error {
 			}
 		}
 		for _, c := range t.conns {
-			if c != nil && c.shm != nil {
-				<-c.shm.done
+			if c != nil {
+				c.link.wait()
 			}
 		}
 	})

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/gorovod/gorovod/runner"
 )
@@ -51,7 +52,7 @@ func getenv(m map[string]string) func(string) string {
 // (64 hex digits, mode 0400) and returns its path and the secret.
 func writeSecret(t *testing.T) (string, []byte) {
 	t.Helper()
-	secret := make([]byte, runner.SecretLen)
+	secret := make([]byte, auth.SecretSize)
 	rand.Read(secret)
 	file := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(file, []byte(hex.EncodeToString(secret)+"\n"), 0o400); err != nil {
@@ -290,13 +291,16 @@ func TestIndexedJobJoin(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, r := range ranks {
-		env, plan := r.env, r.plan
-		env.RendezvousAddr = net.JoinHostPort("127.0.0.1", port)
-		if plan.ServeAddr != "" {
-			plan.ServeAddr = ":" + port
+		cfg, err := hvd.ConfigFromEnv(getenv(r.vars))
+		if err != nil {
+			t.Fatalf("pod %d: %v", i, err)
 		}
-		env.StartTimeout = 20 * time.Second
-		wg.Go(func() { rts[i], errs[i] = hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Plan: plan}) })
+		cfg.RendezvousAddr = net.JoinHostPort("127.0.0.1", port)
+		if cfg.Plan.ServeAddr != "" {
+			cfg.Plan.ServeAddr = ":" + port
+		}
+		cfg.StartTimeout = 20 * time.Second
+		wg.Go(func() { rts[i], errs[i] = hvd.NewRuntime(context.Background(), cfg) })
 	}
 	wg.Wait()
 	defer func() {

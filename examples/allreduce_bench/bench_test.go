@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/collective/memtransport"
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -24,42 +23,27 @@ func TestParseSizes(t *testing.T) {
 	}
 }
 
-// TestSweepCSV runs the sweep on 3 in-process ranks and checks the lines
+// TestSweepCSV runs the benchmark on 3 in-process ranks (hvd runtimes over
+// an in-memory network, as hvd's tests build them) and checks the lines
 // shared/peers/run_all.sh parses: one RESULT line per size with a correct
 // check, then "# done".
 func TestSweepCSV(t *testing.T) {
 	const n = 3
 	cfg := config{sizes: []int{4096, 100000}, dtype: kernels.F32, op: kernels.Sum, iters: 3, warmup: 1,
 		budget: 0.01, warmBudget: 0.01, csv: true, label: "gorovod"}
-	ts := memtransport.NewNetwork(n).Transports()
 	var out bytes.Buffer
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for r := range n {
-		wg.Go(func() {
-			c := collective.NewComm(ts[r], collective.Options{})
-			defer c.Close()
-			w := &bytes.Buffer{}
-			if r == 0 {
-				w = &out
-			}
-			errs[r] = sweep(context.Background(), c, cfg, w)
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
+	err := hvdtest.Run(n, func(rt *hvd.Runtime) error {
+		w := &bytes.Buffer{}
+		if rt.Rank() == 0 {
+			w = &out
 		}
+		return sweep(context.Background(), rt.Comm(), cfg, w)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var results []string
-	for _, l := range lines {
-		if strings.HasPrefix(l, "RESULT,") {
-			results = append(results, l)
-		}
-	}
-	if len(results) != 2 || lines[len(lines)-1] != "# done" {
+	results := resultLines(t, out.String())
+	if len(results) != 2 {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	for _, l := range results {
@@ -68,4 +52,36 @@ func TestSweepCSV(t *testing.T) {
 			t.Fatalf("bad RESULT line %q", l)
 		}
 	}
+}
+
+// TestRunWithoutLauncher: with no launcher's variables set the benchmark
+// is one rank of size 1.
+func TestRunWithoutLauncher(t *testing.T) {
+	var out bytes.Buffer
+	noEnv := func(string) string { return "" }
+	args := []string{"-sizes", "4K", "-iters", "3", "-warmup", "1", "-budget", "0.01", "-warm-budget", "0.01", "-csv"}
+	if err := run(args, noEnv, &out); err != nil {
+		t.Fatal(err)
+	}
+	results := resultLines(t, out.String())
+	if len(results) != 1 || !strings.HasPrefix(results[0], "RESULT,gorovod,1,4096,") || !strings.HasSuffix(results[0], ",ok") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+// resultLines returns the RESULT lines of a -csv report and checks that it
+// ends with "# done".
+func resultLines(t *testing.T, report string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(report), "\n")
+	if lines[len(lines)-1] != "# done" {
+		t.Fatalf("report does not end with # done:\n%s", report)
+	}
+	var results []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "RESULT,") {
+			results = append(results, l)
+		}
+	}
+	return results
 }

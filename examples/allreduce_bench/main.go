@@ -1,13 +1,16 @@
 // Command allreduce_bench measures gorovod's ring all-reduce in the manner of
 // nccl-tests: for each size it prints the median time over samples and the
-// algorithm and bus bandwidths. See README.md for how to run it next to the
-// peer libraries.
+// algorithm and bus bandwidths. It runs as the ranks of a job that a
+// launcher started (bin/gorun -np 4 bin/allreduce_bench, or srun, mpirun,
+// ...); on its own it is one rank of size 1. See README.md for how to run
+// it next to the peer libraries.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -15,21 +18,21 @@ import (
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 )
 
 const defaultSizes = "4K,16K,64K,256K,1M,4M,16M,64M,256M"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "allreduce_bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run parses args and joins the job that the environment (read through
+// getenv) describes; rank 0 prints the results to out.
+func run(args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("allreduce_bench", flag.ContinueOnError)
-	np := fs.Int("np", 1, "without gorun: ranks to start as local processes over loopback TCP")
 	sizes := fs.String("sizes", defaultSizes, "bytes per rank, comma separated, K/M/G suffixes allowed")
 	dtype := fs.String("dtype", "float32", "element type: float32 float64 float16 bfloat16 int32 int64 uint8")
 	op := fs.String("op", "sum", "reduction: sum min max prod avg")
@@ -54,21 +57,12 @@ func run(args []string) error {
 	if cfg.op, err = kernels.ParseOp(*op); err != nil {
 		return err
 	}
-	opts := collective.Options{SegmentBytes: *segment}
-	if child, ok := childEnv(); ok {
-		return runChild(child, cfg, opts)
-	}
-	env, plan, err := runner.Detect(os.Getenv)
+	hcfg, err := hvd.ConfigFromEnv(getenv)
 	if err != nil {
 		return err
 	}
-	if plan.Launcher != runner.LauncherNone { // gorun, srun, mpirun, ...
-		return runUnderLauncher(env, plan, cfg, opts)
-	}
-	if *np < 1 {
-		return fmt.Errorf("-np %d: need at least 1 rank", *np)
-	}
-	return launch(*np, os.Args)
+	hcfg.Comm = collective.Options{SegmentBytes: *segment}
+	return bench(context.Background(), hcfg, cfg, out)
 }
 
 // parseSizes reads "4096,64K,1M" into byte counts.
@@ -103,25 +97,14 @@ func parseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// runUnderLauncher joins the job that gorun, srun, mpirun or another
-// launcher started, as any training program does.
-func runUnderLauncher(env runner.WorkerEnv, plan runner.JoinPlan, cfg config, opts collective.Options) error {
-	ctx := context.Background()
-	rt, err := hvd.NewRuntime(ctx, hvd.Config{Env: env, Plan: plan, Comm: opts})
+// bench joins the job as hcfg says, as any training program does (under
+// gorun, srun, mpirun, ...; a rank of size 1 without a launcher), and runs
+// the sweep.
+func bench(ctx context.Context, hcfg hvd.Config, cfg config, out io.Writer) error {
+	rt, err := hvd.NewRuntime(ctx, hcfg)
 	if err != nil {
 		return err
 	}
 	defer rt.Shutdown()
-	return sweep(ctx, rt.Comm(), cfg, os.Stdout)
-}
-
-func runChild(ch child, cfg config, opts collective.Options) error {
-	ctx := context.Background()
-	t, err := ch.connect(ctx)
-	if err != nil {
-		return err
-	}
-	c := collective.NewComm(t, opts)
-	defer c.Close()
-	return sweep(ctx, c, cfg, os.Stdout)
+	return sweep(ctx, rt.Comm(), cfg, out)
 }

@@ -3,39 +3,22 @@ package main
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 
-	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/hvd"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
 
 // trainJob trains cfg on n in-process ranks and returns rank 0's result.
 func trainJob(t *testing.T, n int, cfg config) result {
 	t.Helper()
-	net := memtransport.NewNetwork(n)
 	res := make([]result, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			env := runner.DefaultWorkerEnv()
-			env.Rank, env.Size, env.LocalRank, env.LocalSize = r, n, r, n
-			rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: net.Transport(r)})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer rt.Shutdown()
-			res[r], errs[r] = train(context.Background(), rt, cfg, nil)
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+	err := hvdtest.Run(n, func(rt *hvd.Runtime) (err error) {
+		res[rt.Rank()], err = train(context.Background(), rt, cfg, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return res[0]
 }

@@ -42,7 +42,7 @@ func train(ctx context.Context, rt *hvd.Runtime, cfg config, out io.Writer) (res
 	if err != nil {
 		return result{}, err
 	}
-	opt, err := hvd.DistributedOptimizer(sgd, rt, hvd.DistributedOptions{Compression: cfg.Compression})
+	opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{Compression: cfg.Compression})
 	if err != nil {
 		return result{}, err
 	}
@@ -63,7 +63,7 @@ func train(ctx context.Context, rt *hvd.Runtime, cfg config, out io.Writer) (res
 
 // trainEpoch takes one pass over this rank's shuffled shard and returns
 // the epoch's mean squared error averaged over the ranks.
-func trainEpoch(ctx context.Context, rt *hvd.Runtime, opt *hvd.DistOptimizer, data dataset, cfg config, epoch int) (float64, error) {
+func trainEpoch(ctx context.Context, rt *hvd.Runtime, opt *hvd.DistributedOptimizer, data dataset, cfg config, epoch int) (float64, error) {
 	w, b := opt.Params()[0], opt.Params()[1]
 	shard := hvd.ShuffledShard(cfg.Samples, rt.Size(), rt.Rank(), cfg.Seed, epoch)
 	steps, sum := hvd.StepsPerEpoch(cfg.Samples, rt.Size(), cfg.Batch), 0.0

@@ -15,7 +15,7 @@ type trainer struct {
 	rt          *hvd.Runtime
 	cfg         config
 	m           *model
-	opt         *hvd.DistOptimizer
+	opt         *hvd.DistributedOptimizer
 	train, test *dataset
 	ckpt        *hvd.Checkpointer
 	sched       hvd.LRSchedule
@@ -85,7 +85,7 @@ func newTrainer(rt *hvd.Runtime, cfg config, out io.Writer) (*trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.opt, err = hvd.DistributedOptimizer(inner, rt, hvd.DistributedOptions{Compression: cfg.Compression}); err != nil {
+	if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, hvd.DistributedOptions{Compression: cfg.Compression}); err != nil {
 		return nil, err
 	}
 	if t.spe = hvd.StepsPerEpoch(t.train.len(), rt.Size(), cfg.Batch); t.spe == 0 {

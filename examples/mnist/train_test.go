@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"reflect"
-	"sync"
 	"testing"
 
-	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/hvd"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
 
 // testConfig is a small MLP on a small synthetic set (no Fashion-MNIST
@@ -21,28 +19,13 @@ func testConfig(t *testing.T) config {
 // trainJob trains cfg on n in-process ranks and returns rank 0's summary.
 func trainJob(t *testing.T, n int, cfg config) summary {
 	t.Helper()
-	net := memtransport.NewNetwork(n)
 	sums := make([]summary, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			env := runner.DefaultWorkerEnv()
-			env.Rank, env.Size, env.LocalRank, env.LocalSize = r, n, r, n
-			rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: net.Transport(r)})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer rt.Shutdown()
-			sums[r], errs[r] = train(context.Background(), rt, cfg, nil)
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+	err := hvdtest.Run(n, func(rt *hvd.Runtime) (err error) {
+		sums[rt.Rank()], err = train(context.Background(), rt, cfg, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for r := range sums {
 		for i, p := range sums[r].Params {

@@ -26,7 +26,7 @@ type bench struct {
 // run trains on rt for the warm-up and timed steps and returns the
 // samples per second of each timed iteration on this rank.
 func (b *bench) run(ctx context.Context, rt *hvd.Runtime) ([]float64, error) {
-	opt, err := hvd.DistributedOptimizer(b.optimizer(), rt, hvd.DistributedOptions{Compression: b.cfg.Compression})
+	opt, err := hvd.NewDistributedOptimizer(b.optimizer(), rt, hvd.DistributedOptions{Compression: b.cfg.Compression})
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (b *bench) run(ctx context.Context, rt *hvd.Runtime) ([]float64, error) {
 // step is one training step: forward, then backward from the last tensor
 // to the first, reporting each gradient as it is computed, then the
 // update (which waits for the last all-reduces).
-func (b *bench) step(ctx context.Context, opt *hvd.DistOptimizer) error {
+func (b *bench) step(ctx context.Context, opt *hvd.DistributedOptimizer) error {
 	start := time.Now()
 	b.compute.forward()
 	n := len(b.params)

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/hvd"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
 
 func TestResNet50Layout(t *testing.T) {
@@ -72,32 +70,15 @@ func TestBenchmarkRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		specs, _ := modelSpec(cfg.Model, cfg.Params, cfg.Tensors)
-		const n = 2
-		net := memtransport.NewNetwork(n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for r := range n {
-			wg.Go(func() {
-				env := runner.DefaultWorkerEnv()
-				env.Rank, env.Size, env.LocalRank, env.LocalSize = r, n, r, n
-				rt, err := hvd.NewRuntime(context.Background(), hvd.Config{Env: env, Transport: net.Transport(r)})
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				defer rt.Shutdown()
-				b, err := newBench(cfg, specs, 1) // rank 1: silent
-				if err == nil {
-					err = report(context.Background(), rt, b, specs)
-				}
-				errs[r] = err
-			})
-		}
-		wg.Wait()
-		for r, err := range errs {
+		err = hvdtest.Run(2, func(rt *hvd.Runtime) error {
+			b, err := newBench(cfg, specs, 1) // rank 1: silent
 			if err != nil {
-				t.Fatalf("%s, rank %d: %v", compute, r, err)
+				return err
 			}
+			return report(context.Background(), rt, b, specs)
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", compute, err)
 		}
 	}
 }

@@ -12,7 +12,9 @@ import (
 )
 
 // ErrAuth is wrapped by every handshake failure caused by the peer (bad
-// magic, bad proof, oversized hello); I/O errors are wrapped as well.
+// magic, bad proof, oversized hello) and by every I/O failure during the
+// handshake, which keeps the I/O error in its chain too (errors.Is finds
+// io.EOF or os.ErrDeadlineExceeded as well as ErrAuth).
 var ErrAuth = errors.New("auth: handshake failed")
 
 // SecretSize is the length of a job secret in bytes.
@@ -38,18 +40,18 @@ func Server(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 		return nil, err
 	}
 	if err := c.SetDeadline(deadline); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: %w", ErrAuth, err)
 	}
 	var ns [nonceSize]byte
 	if _, err := rand.Read(ns[:]); err != nil {
 		return nil, fmt.Errorf("auth: nonce: %w", err)
 	}
 	if _, err := c.Write(append(magic[:], ns[:]...)); err != nil {
-		return nil, fmt.Errorf("%w: write challenge: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: write challenge: %w", ErrAuth, err)
 	}
 	var head [4 + nonceSize]byte
 	if _, err := io.ReadFull(c, head[:]); err != nil {
-		return nil, fmt.Errorf("%w: read response: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: read response: %w", ErrAuth, err)
 	}
 	if [4]byte(head[:4]) != magic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])
@@ -61,7 +63,7 @@ func Server(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 	}
 	proof := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(c, proof); err != nil {
-		return nil, fmt.Errorf("%w: read proof: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: read proof: %w", ErrAuth, err)
 	}
 	if !hmac.Equal(proof, mac(secret, "c2s", ns[:], nc, peer)) {
 		return nil, fmt.Errorf("%w: wrong secret", ErrAuth)
@@ -69,9 +71,9 @@ func Server(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 	out := appendHello(nil, hello)
 	out = append(out, mac(secret, "s2c", nc, ns[:], hello, peer)...)
 	if _, err := c.Write(out); err != nil {
-		return nil, fmt.Errorf("%w: write proof: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: write proof: %w", ErrAuth, err)
 	}
-	return peer, clear(c)
+	return peer, clearDeadline(c)
 }
 
 // Client runs the dialing side of the handshake on c before deadline and
@@ -81,11 +83,11 @@ func Client(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 		return nil, err
 	}
 	if err := c.SetDeadline(deadline); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: %w", ErrAuth, err)
 	}
 	var head [4 + nonceSize]byte
 	if _, err := io.ReadFull(c, head[:]); err != nil {
-		return nil, fmt.Errorf("%w: read challenge: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: read challenge: %w", ErrAuth, err)
 	}
 	if [4]byte(head[:4]) != magic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])
@@ -99,7 +101,7 @@ func Client(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 	out = appendHello(out, hello)
 	out = append(out, mac(secret, "c2s", ns, nc[:], hello)...)
 	if _, err := c.Write(out); err != nil {
-		return nil, fmt.Errorf("%w: write response: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: write response: %w", ErrAuth, err)
 	}
 	peer, err := readHello(c)
 	if err != nil {
@@ -107,12 +109,12 @@ func Client(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 	}
 	proof := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(c, proof); err != nil {
-		return nil, fmt.Errorf("%w: read proof: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: read proof: %w", ErrAuth, err)
 	}
 	if !hmac.Equal(proof, mac(secret, "s2c", nc[:], ns, peer, hello)) {
 		return nil, fmt.Errorf("%w: server does not know the secret", ErrAuth)
 	}
-	return peer, clear(c)
+	return peer, clearDeadline(c)
 }
 
 func check(secret, hello []byte) error {
@@ -125,9 +127,11 @@ func check(secret, hello []byte) error {
 	return nil
 }
 
-func clear(c Conn) error {
+// clearDeadline removes the handshake's deadline from c, so that the
+// connection's owner starts with none.
+func clearDeadline(c Conn) error {
 	if err := c.SetDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("%w: %v", ErrAuth, err)
+		return fmt.Errorf("%w: %w", ErrAuth, err)
 	}
 	return nil
 }
@@ -140,7 +144,7 @@ func appendHello(b, hello []byte) []byte {
 func readHello(r io.Reader) ([]byte, error) {
 	var n [2]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, fmt.Errorf("%w: read hello: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: read hello: %w", ErrAuth, err)
 	}
 	size := int(binary.BigEndian.Uint16(n[:]))
 	if size > MaxHello {
@@ -148,7 +152,7 @@ func readHello(r io.Reader) ([]byte, error) {
 	}
 	h := make([]byte, size)
 	if _, err := io.ReadFull(r, h); err != nil {
-		return nil, fmt.Errorf("%w: read hello: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: read hello: %w", ErrAuth, err)
 	}
 	return h, nil
 }

@@ -16,12 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// RequireEnv names the variable that, set to 1, turns a missing
-// prerequisite (Slurm, munge, root, network namespaces) into a test failure
-// instead of a skip.
-const RequireEnv = "GOROVOD_REQUIRE_SLURM"
+	"github.com/gorovod/gorovod/internal/testenv"
+)
 
 // Partition is the name of the cluster's only partition, the default one.
 const Partition = "main"
@@ -80,8 +77,9 @@ type Cluster struct {
 // Start starts a cluster of nodes nodes with cpusPerNode CPUs each (as
 // Slurm counts them, whatever the machine has) and waits until every node is
 // idle. It tears the cluster down when t ends. It skips t when a
-// prerequisite is missing (fails it when RequireEnv is 1) and fails t when
-// the cluster does not come up within a minute, printing the daemons' logs.
+// prerequisite is missing (fails it when the CI switch testenv.RequireSlurm
+// is on) and fails t when the cluster does not come up within a minute,
+// printing the daemons' logs.
 func Start(t testing.TB, nodes int, cpusPerNode int) *Cluster {
 	t.Helper()
 	if nodes < 1 || nodes > MaxNodes || cpusPerNode < 1 {
@@ -218,11 +216,10 @@ func nonEmpty(path string) bool {
 	return err == nil && fi.Size() > 0
 }
 
-// required reports whether RequireEnv asks for failures instead of skips.
-func required() bool {
-	v := os.Getenv(RequireEnv)
-	return v != "" && v != "0"
-}
+// required reports whether the CI switch testenv.RequireSlurm asks for
+// failures instead of skips when a prerequisite (Slurm, munge, root,
+// network namespaces) is missing.
+func required() bool { return testenv.Required(testenv.RequireSlurm) }
 
 // slurmVariable reports whether the environment entry kv belongs to Slurm
 // or PMI (see Env).

@@ -67,9 +67,9 @@ func (c *Client) mapErr(method string, err error) error {
 		return decodeRemote(ce.Error())
 	}
 	if last := c.link.lastError(); last != nil {
-		return fmt.Errorf("%w: %s: %v (last connection error: %w)", ErrUnreachable, method, err, last)
+		return fmt.Errorf("%w: %s: %w (last connection error: %w)", ErrUnreachable, method, err, last)
 	}
-	return fmt.Errorf("%w: %s: %v", ErrUnreachable, method, err)
+	return fmt.Errorf("%w: %s: %w", ErrUnreachable, method, err)
 }
 
 // retry repeats attempt while the server is unreachable or stopping (a

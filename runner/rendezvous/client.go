@@ -159,7 +159,7 @@ func (c *Client) awaitLink(ctx context.Context) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: cannot connect to %s: %w (last error: %v)",
+			return fmt.Errorf("%w: cannot connect to %s: %w (last error: %w)",
 				ErrUnreachable, c.addr, ctx.Err(), lastErr)
 		}
 	}

@@ -1,32 +1,17 @@
 package rendezvous
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // logBuf is a goroutine-safe log sink for slog.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuf struct{ testutil.SyncBuffer }
 
 func (l *logBuf) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -86,7 +86,7 @@ func (c *Client) incomplete(ctx context.Context, waited time.Duration) error {
 	missing, err := c.Missing(mctx)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w after %s (cannot ask which ranks are missing: %v): %w",
+		return fmt.Errorf("%w after %s (cannot ask which ranks are missing: %w): %w",
 			ErrIncomplete, roundWait(waited), err, ctx.Err())
 	case len(missing) == 0:
 		return fmt.Errorf("%w: the last rank registered just as the wait ended after %s: %w",

@@ -72,7 +72,7 @@ func (s *Server) Start() error {
 	errc := make(chan error, 1)
 	go s.own(errc)
 	if err := <-errc; err != nil {
-		return fmt.Errorf("%w: listen on %s: %v", ErrConfig, s.cfg.Addr, err)
+		return fmt.Errorf("%w: listen on %s: %w", ErrConfig, s.cfg.Addr, err)
 	}
 	s.log.Info("rendezvous: listening", "addr", s.addr, "size", s.cfg.Size)
 	return nil

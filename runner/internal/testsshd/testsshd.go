@@ -13,7 +13,6 @@ package testsshd
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -22,10 +21,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/testenv"
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // Host is the loopback address the server listens on: not 127.0.0.1, so
@@ -35,9 +36,6 @@ const Host = "127.0.0.2"
 // SSHDPath is where Debian and Ubuntu install sshd; sshd must be run by an
 // absolute path.
 const SSHDPath = "/usr/sbin/sshd"
-
-// RequireEnv names the variable that turns a missing sshd into a failure.
-const RequireEnv = "GOROVOD_REQUIRE_SSHD"
 
 // startTimeout bounds how long sshd has to start answering.
 const startTimeout = 10 * time.Second
@@ -52,23 +50,23 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	exited chan error // receives sshd's exit
-	log    *syncBuffer
+	log    *testutil.SyncBuffer
 }
 
 // Start starts sshd for the current user and stops it at the end of the
-// test. It skips t when sshd is not installed (fails when RequireEnv is
-// set), and fails t when sshd does not start; its log is printed when t
-// fails.
+// test. It skips t when sshd is not installed (fails when the CI switch
+// testenv.RequireSSHD is on), and fails t when sshd does not start; its log
+// is printed when t fails.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if _, err := os.Stat(SSHDPath); err != nil {
 		msg := fmt.Sprintf("testsshd: %s not found (apt-get install openssh-server): %v", SSHDPath, err)
-		if os.Getenv(RequireEnv) != "" {
+		if testenv.Required(testenv.RequireSSHD) {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	s := &Server{Host: Host, Dir: t.TempDir(), log: &syncBuffer{}}
+	s := &Server{Host: Host, Dir: t.TempDir(), log: &testutil.SyncBuffer{}}
 	s.IdentityFile = filepath.Join(s.Dir, "id_ed25519")
 	s.KnownHosts = filepath.Join(s.Dir, "known_hosts")
 	if err := s.setup(); err != nil {
@@ -265,22 +263,4 @@ func waitBanner(addr string, exited <-chan error) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("testsshd: sshd did not answer on %s within %v", addr, startTimeout)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -1,0 +1,199 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// Answer codes of an Agree vector's answer section (one byte per rank),
+// ordered so that Min keeps the worst code any rank recorded.
+const (
+	AnswerSilent byte = 0 // did not answer within the hop limit
+	AnswerGone   byte = 1 // its link broke during the exchange
+	AnswerOK     byte = 2 // answered (or nobody waited for it in vain)
+)
+
+// AgreeOptions configure Comm.Agree.
+type AgreeOptions struct {
+	// Op names the operation in errors ("agree" when empty).
+	Op string
+	// Answers is the offset in the vector of its answer section: Size
+	// bytes, one per rank, each AnswerOK on entry.
+	Answers int
+	// Limit is the hop limit: step i of this rank must end by
+	// start + budget(i)·Limit (see hop). 0 waits without a bound.
+	Limit time.Duration
+	// Step, if set, is called as each step starts, with the ranks whose
+	// contributions the step waits for and this rank has not heard from
+	// yet (empty when the step receives nothing); a watchdog can name
+	// them. It must not block.
+	Step func(step int, from []int)
+}
+
+// Agree all-reduces v (uint8) with an element-wise Min by recursive
+// doubling, as Allreduce would, except that a rank that does not answer
+// cannot hang the others. A peer that misses its hop's deadline, or whose
+// link breaks, is marked in v's answer section (AnswerSilent, AnswerGone),
+// which travels on with v; its part is left out and it is skipped from
+// then on, as is any peer that another rank marked. So every rank that
+// takes part finishes, and every rank whose result lacks a contribution
+// holds the marks that say why; what to do about them is the caller's
+// (see Abort). A failure of this rank itself (ctx ended, the Comm failed
+// or closed, a bad frame) fails the Comm as any operation does.
+func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
+	op := o.Op
+	if op == "" {
+		op = "agree"
+	}
+	seq, err := c.begin(op)
+	if err != nil {
+		return err
+	}
+	defer c.end()
+	a, err := c.agreePlan(op, seq, len(v), o.Answers)
+	if err != nil {
+		return err
+	}
+	x := agreeRun{c: c, op: op, seq: seq, p: a.p, v: v, answers: o.Answers, scratch: c.scratchBuffers(1, len(v))[0]}
+	x.min, _ = kernels.Lookup(kernels.U8, kernels.Min)
+	start := time.Now()
+	for i := range a.p.steps {
+		if o.Step != nil {
+			o.Step(i, a.hops[i].from)
+		}
+		hctx, cancel := hopContext(ctx, start, a.hops[i].budget, o.Limit)
+		err := x.step(ctx, hctx, i)
+		cancel()
+		if err != nil {
+			c.fail(err)
+			return c.Err()
+		}
+	}
+	return nil
+}
+
+// agreeSchedule is a prepared Agree: this rank's plan and hops.
+type agreeSchedule struct {
+	p    *plan
+	hops []hop
+}
+
+// agreePlan returns the plan and hops of an Agree over count bytes with
+// its answer section at answers, checking both.
+func (c *Comm) agreePlan(op string, seq uint64, count, answers int) (agreeSchedule, error) {
+	rank, size := c.Rank(), c.Size()
+	if answers < 0 || answers+size > count {
+		return agreeSchedule{}, c.invalid(op, seq, "answer section [%d, %d) outside a vector of %d bytes", answers, answers+size, count)
+	}
+	p, err := c.getPlan(planKey{alg: "agree", count: count, esz: 1}, func() []Step {
+		return RecursiveDoublingAllreduce(rank, size, count)
+	})
+	if err != nil {
+		return agreeSchedule{}, c.invalid(op, seq, "%w", err)
+	}
+	hops, err := c.agreeHops()
+	switch {
+	case err != nil:
+		return agreeSchedule{}, c.invalid(op, seq, "%w", err)
+	case len(p.steps) != len(hops):
+		return agreeSchedule{}, c.invalid(op, seq, "%d steps but %d hops", len(p.steps), len(hops))
+	}
+	return agreeSchedule{p: p, hops: hops}, nil
+}
+
+// agreeHops derives this rank's hops once: they depend on the size only.
+func (c *Comm) agreeHops() ([]hop, error) {
+	c.hopsOnce.Do(func() {
+		size := c.Size()
+		plans := make([]*plan, size)
+		for r := range plans {
+			p, err := newPlan(RecursiveDoublingAllreduce(r, size, 1), r, size)
+			if err != nil {
+				c.hopsErr = err
+				return
+			}
+			plans[r] = p
+		}
+		c.hops, c.hopsErr = exchangeHops(plans, c.Rank())
+	})
+	return c.hops, c.hopsErr
+}
+
+// hopContext is ctx with the deadline of a hop of the given budget; with
+// no limit it is ctx itself.
+func hopContext(ctx context.Context, start time.Time, budget int, limit time.Duration) (context.Context, context.CancelFunc) {
+	if limit <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, start.Add(time.Duration(budget)*limit))
+}
+
+// agreeRun is one Agree in progress.
+type agreeRun struct {
+	c       *Comm
+	op      string
+	seq     uint64
+	p       *plan
+	v       []byte
+	answers int
+	scratch []byte
+	min     kernels.ReduceFunc // element-wise Min of uint8
+}
+
+func (x *agreeRun) answered(r int) bool { return x.v[x.answers+r] == AnswerOK }
+
+func (x *agreeRun) mark(r int, code byte) {
+	i := x.answers + r
+	x.v[i] = min(x.v[i], code)
+}
+
+// step runs step i under hctx: it sends the vector and receives and folds
+// in the peer's, skipping peers already marked. It returns only failures
+// of this rank, as *OpError.
+func (x *agreeRun) step(ctx, hctx context.Context, i int) error {
+	st, p, v, t := x.p.steps[i], x.p, x.v, x.c.t
+	if st.SendTo >= 0 && x.answered(st.SendTo) {
+		err := t.Conn(st.SendTo).Send(hctx, Tag{Seq: x.seq, Step: p.sendTag[i]}, v[st.Send.Off:st.Send.end()])
+		if err := x.settle(ctx, hctx, i, st.SendTo, err); err != nil {
+			return err
+		}
+	}
+	if st.RecvFrom < 0 || !x.answered(st.RecvFrom) {
+		return nil
+	}
+	dst := v[st.Recv.Off:st.Recv.end()]
+	into := dst
+	if st.Combine == Reduce {
+		into = x.scratch[:len(dst)]
+	}
+	if err := t.Conn(st.RecvFrom).Recv(hctx, Tag{Seq: x.seq, Step: p.recvTag[i]}, into); err != nil {
+		return x.settle(ctx, hctx, i, st.RecvFrom, err)
+	}
+	if st.Combine == Reduce {
+		x.min(dst, into)
+	}
+	return nil
+}
+
+// settle sorts out a Send or Recv error of step i with peer: a missed hop
+// deadline or a broken link is marked against the peer and the exchange
+// goes on; anything else (ctx ended, this rank's Comm failed or closed, a
+// protocol error) is this rank's failure.
+func (x *agreeRun) settle(ctx, hctx context.Context, i, peer int, err error) error {
+	c := x.c
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil || c.Err() != nil || errors.Is(err, ErrClosed):
+	case hctx.Err() != nil:
+		x.mark(peer, AnswerSilent)
+		return nil
+	case errors.Is(err, ErrPeerGone):
+		x.mark(peer, AnswerGone)
+		return nil
+	}
+	return &OpError{Op: x.op, Seq: x.seq, Step: i, Rank: c.Rank(), Peer: peer, Host: c.t.Host(peer), Err: err}
+}

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// loopState is what the loop goroutine owns: the negotiator, which
+// decides, and what the Engine needs to perform its decisions.
+type loopState struct {
+	neg     *negotiator
+	recv    []byte // the gathered requests
+	fusion  []byte // the reused fusion buffer
+	tl      *timeline
+	running []*task // the current cycle's tasks, failed if it breaks
+}
+
+func (e *Engine) initLoop() {
+	e.neg = newNegotiator(e.rank, e.size, e.cfg)
+	if e.cfg.Timeline != nil && e.rank == 0 {
+		e.tl = newTimeline(e.cfg.Timeline, e.now())
+	}
+}
+
+// cycle runs one negotiation cycle: the negotiator decides; the Engine
+// runs the two negotiation collectives and performs the tasks. It returns
+// whether every rank was idle.
+func (e *Engine) cycle(ctx context.Context, stopping bool) (idle bool, err error) {
+	start := e.now()
+	e.drain()
+	p, err := e.neg.begin(start, stopping)
+	if err != nil {
+		return false, err
+	}
+	if err := e.exchange(ctx, p); err != nil {
+		return false, err
+	}
+	a := e.neg.exchanged(p.ctl, e.now())
+	if err := e.follow(a); err != nil {
+		return false, err
+	}
+	if a.gather != nil {
+		if err := e.gather(ctx, p.payload, a.gather); err != nil {
+			return false, err
+		}
+	}
+	decided := e.now()
+	d := e.neg.decide(decided)
+	if d.joinDone {
+		e.joinDone(d.lastJoined)
+	}
+	e.count(decided.Sub(start), a.gather != nil, d.cached, d.negotiated)
+	if err := e.perform(ctx, &d); err != nil {
+		return false, err
+	}
+	e.note(e.neg.inspect(e.now()))
+	return d.idle, nil
+}
+
+// drain hands the submitted requests and a Join to the negotiator.
+func (e *Engine) drain() {
+	e.mu.Lock()
+	q, join := e.queue, e.joinReq
+	e.queue, e.joinReq = nil, nil
+	e.mu.Unlock()
+	for _, en := range q {
+		e.neg.submit(en)
+	}
+	if join != nil {
+		e.neg.join()
+	}
+}
+
+// follow logs what the exchange's agreement asks to and returns its error,
+// failing the Comm with it where the agreement says so.
+func (e *Engine) follow(a agreement) error {
+	if a.err != nil && a.abort {
+		e.c.Abort(a.err)
+	}
+	e.note(a.note)
+	return a.err
+}
+
+// note writes a log record of the negotiator's.
+func (e *Engine) note(n *logNote) {
+	if n != nil {
+		e.log.Log(context.Background(), n.level, n.msg, n.args...)
+	}
+}
+
+func (e *Engine) count(negotiation time.Duration, gathered bool, cached, negotiated int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stats.Cycles++
+	e.stats.Negotiation += negotiation
+	if gathered {
+		e.stats.Gathers++
+	}
+	e.stats.Cached += uint64(cached)
+	e.stats.Negotiated += uint64(negotiated)
+}
+
+// gather all-gathers every rank's uncached requests (payload is this
+// rank's, sizes every rank's length) and hands them to the negotiator; a
+// payload that does not decode fails the Comm.
+func (e *Engine) gather(ctx context.Context, payload []byte, sizes []int) error {
+	total, off := 0, 0
+	for r, n := range sizes {
+		if r == e.rank {
+			off = total
+		}
+		total += n
+	}
+	if cap(e.recv) < total {
+		e.recv = make([]byte, total)
+	}
+	buf := e.recv[:total]
+	copy(buf[off:], payload)
+	if e.cfg.OpTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.OpTimeout)
+		defer cancel()
+	}
+	if err := e.c.Allgather(ctx, kernels.U8, buf, sizes); err != nil {
+		return err
+	}
+	if err := e.neg.gathered(buf); err != nil {
+		e.c.Abort(err)
+		return err
+	}
+	return nil
+}
+
+// stopWith fails every operation still pending with err and records it as
+// the engine's cause.
+func (e *Engine) stopWith(err error) {
+	e.mu.Lock()
+	if e.cause == nil {
+		e.cause = err
+	}
+	q, jw := e.queue, e.joinWait
+	e.queue, e.joinReq, e.joinWait = nil, nil, nil
+	e.setActive(false)
+	e.mu.Unlock()
+	for _, t := range e.running {
+		if !t.done && t.en != nil {
+			e.finish(t.en, nil, nil, err)
+		}
+	}
+	held, pending := e.neg.outstanding()
+	for _, en := range append(held, pending...) {
+		e.finish(en, nil, nil, err)
+	}
+	for _, en := range q {
+		e.finish(en, nil, nil, err)
+	}
+	if jw != nil {
+		jw.finish(-1, err)
+	}
+	if !errors.Is(err, ErrShutdown) || len(pending)+len(q) > 0 {
+		e.log.Debug("collective: engine stopped", "cause", err)
+	}
+}
+
+// finish completes a local operation.
+func (e *Engine) finish(en *entry, out []byte, shape []int, err error) {
+	e.mu.Lock()
+	delete(e.inflight, en.req.Name)
+	e.mu.Unlock()
+	en.h.finish(out, shape, err)
+}

@@ -1,0 +1,70 @@
+// Package engine runs named collective operations that ranks submit in
+// any order (Horovod's tensor queue, negotiation, fusion and response
+// cache) over one collective.Comm. Ranks agree each cycle, with no
+// coordinator, which operations are ready everywhere, and run them in the
+// same order on every rank.
+//
+// An Engine lets ranks submit named operations (Request) asynchronously
+// and in any order, and still pay for few large collectives. Negotiation
+// runs over the Comm itself; no rank coordinates. Each cycle
+// (Config.CycleTime) every rank
+//
+//  1. drains its newly submitted requests;
+//  2. contributes to one small all-reduce with op Min over a uint8 control
+//     vector: flags (no uncached requests, idle, no stall abort), one
+//     "not joined" and one "not shutting down" byte per rank, each rank's
+//     payload length (its own field, 0xFF elsewhere, so Min yields it), one
+//     answer code per rank (see NoAnswerError) and one bit per
+//     response-cache slot, set where the request cached in that slot is
+//     pending here. Min is a logical AND: a slot set on every rank is
+//     ready everywhere;
+//  3. if any rank has uncached requests, all-gathers their serialized form
+//     (all-gatherv, sized by step 2) into the message table that every
+//     rank keeps identically;
+//  4. applies the same deterministic decisions to the same data: fired
+//     cache slots in slot order, then names that every non-joined rank has
+//     submitted in table order, each validated across ranks (a mismatch
+//     of operation, dtype, shape, op, root, scale factors or group becomes
+//     an error, on every rank, that names the tensor and both values);
+//  5. fuses ready all-reduces of equal dtype, op and scale factors into
+//     batches of up to FusionThreshold bytes (one Comm.Allreduce each over
+//     a reused buffer), runs the rest one by one (all-reduces of 1 MiB and
+//     more among them, in place: see soloBytes), and completes handles.
+//
+// This is Horovod's rank-0 coordinator with one round fewer. A name
+// negotiated in full enters the response cache in the same slot on every
+// rank (lowest free slot, least recently used evicted), so steady-state
+// steps send only the bit vector. A name that arrives uncached while
+// cached (its parameters changed on some rank, or a hit waited long
+// enough that the table should see it) leaves every rank's cache, and the
+// other ranks send it uncached too.
+//
+// The engine negotiates only while some rank has work: a cycle in which
+// every rank is idle ends it everywhere, and the next submission starts it
+// again (the Comm is free for direct use in between; see Quiesce). A rank
+// that has run out of data calls Join: it keeps negotiating, takes part in
+// sum and average all-reduces with zeros, and Join returns once every rank
+// has joined. The stall inspector reports names that some ranks submitted
+// and others did not (rank 0 logs; after StallShutdown every rank fails);
+// a watchdog warns about ranks that do not negotiate at all (they have
+// submitted nothing, or are stopped). The control all-reduce of step 2
+// bounds each of its waits (OpTimeout, or StallShutdown when shorter): a
+// rank that misses its deadline, or whose link breaks, is marked in an
+// answer section of the control vector that travels on with it, so every
+// rank still negotiating fails naming the same ranks (NoAnswerError). Rank
+// 0 can write a Chrome-trace timeline of every tensor's negotiation and
+// execution.
+//
+// The negotiation decides and the Engine performs. An unexported
+// negotiator, a state machine in the manner of etcd raft's RawNode,
+// holds everything the ranks must agree on: pending requests, cache hits,
+// the message table, the response cache, held groups, the joined state
+// and the stall inspector. It starts no goroutines, does no I/O and reads
+// no clock: fed the submissions, the exchanged control vector and the
+// gathered requests, it returns the vector and payload to send, what to
+// do next, and the tasks to run, planned into batches, with the records
+// to log. The Engine owns the submission queue and handles, its goroutine
+// and the watchdog, the two negotiation collectives, the execution of the
+// tasks, statistics and the timeline. Tests run several negotiators in
+// lock step, combining their vectors and payloads themselves.
+package engine

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
+)
+
+// opNegotiation names the negotiation's exchange in errors.
+const opNegotiation = "negotiation"
+
+// NoAnswerError reports ranks that did not take part in a negotiation
+// exchange: a rank waited for them longer than the limit (they are stopped
+// or hung; or, since an engine negotiates only while some rank has work,
+// they have submitted nothing while others wait), or their links broke.
+// The verdict travels with the exchange, so every rank still exchanging
+// fails naming them (a rank frozen in the middle of an exchange may leave
+// some ranks naming, beside it, a rank that waited for it past their own
+// deadline); errors.Is(err, e.Err) holds.
+type NoAnswerError struct {
+	Op      string        // "negotiation"
+	Rank    int           // the rank reporting the error
+	Silent  []int         // ranks that did not answer within Limit, in rank order
+	Gone    []int         // ranks whose links broke during the exchange, in rank order
+	Limit   time.Duration // how long a rank waits for each answer; 0: no limit
+	Pending []string      // the oldest names pending on the reporting rank (a few)
+	More    int           // how many more names are pending there
+	Err     error         // collective.ErrTimeout (OpTimeout), ErrStall (StallShutdown) or collective.ErrPeerGone
+}
+
+// Error says which ranks did not answer, within what limit, and what waits
+// here: "collective: negotiation on rank 0: no answer from rank 1 within
+// 2s; pending here: [grad/w]: collective: timeout".
+func (e *NoAnswerError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "collective: %s on rank %d: ", e.Op, e.Rank)
+	if len(e.Silent) > 0 {
+		fmt.Fprintf(&b, "no answer from %s within %v", rankList(e.Silent), e.Limit)
+		if len(e.Gone) > 0 {
+			b.WriteString("; ")
+		}
+	}
+	if len(e.Gone) > 0 {
+		fmt.Fprintf(&b, "%s left (link broken)", rankList(e.Gone))
+	}
+	if len(e.Pending) > 0 {
+		fmt.Fprintf(&b, "; pending here: %s", nameList(e.Pending, e.More))
+	}
+	if errors.Is(e.Err, ErrStall) {
+		b.WriteString("; " + stallHint)
+	}
+	return b.String() + ": " + e.Err.Error()
+}
+
+// Unwrap returns the sentinel: ErrTimeout, ErrStall or ErrPeerGone.
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
+// rankList prints "rank 1" or "ranks [1 3]".
+func rankList(ranks []int) string {
+	if len(ranks) == 1 {
+		return fmt.Sprintf("rank %d", ranks[0])
+	}
+	return fmt.Sprintf("ranks %v", ranks)
+}
+
+// nameList prints names and a count of more: "[a b ... 3 more]".
+func nameList(names []string, more int) string {
+	s := "[" + strings.Join(names, " ")
+	if more > 0 {
+		s += fmt.Sprintf(" ... %d more", more)
+	}
+	return s + "]"
+}
+
+// answerLimit returns how long the exchange waits for each hop (see hop)
+// and the sentinel a rank fails with when some rank misses it: OpTimeout
+// and ErrTimeout, or the stall shutdown time and ErrStall when that is
+// shorter or OpTimeout is 0. A limit of 0 means waiting without a bound.
+func (e *Engine) answerLimit() (time.Duration, error) {
+	return answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
+}
+
+// answerLimit is Engine.answerLimit for the given OpTimeout and stall
+// shutdown time.
+func answerLimit(op, stall time.Duration) (time.Duration, error) {
+	switch {
+	case op > 0 && (stall <= 0 || op <= stall):
+		return op, collective.ErrTimeout
+	case stall > 0:
+		return stall, ErrStall
+	}
+	return 0, nil
+}
+
+// exchangeWait is where an exchange in progress waits, for the watchdog.
+// Only from changes after it is published.
+type exchangeWait struct {
+	since   time.Time             // Engine.now when the exchange began
+	from    atomic.Pointer[[]int] // the ranks the current step waits for
+	pending []string              // the oldest names pending on this rank
+	more    int                   // how many more are pending
+}
+
+// exchange all-reduces the proposal's control vector in place with an
+// element-wise Min (Comm.Agree): a rank that does not answer within the
+// hop limit (see answerLimit), or whose link breaks, is marked in the
+// vector's answer section instead of hanging the others, and every rank
+// that takes part ends with the marks that say why (the negotiator's
+// verdict, which fails the engine and the Comm).
+func (e *Engine) exchange(ctx context.Context, p proposal) error {
+	limit, _ := e.answerLimit()
+	w := e.publishWait()
+	defer e.waiting.Store(nil)
+	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
+	if w != nil {
+		o.Step = func(_ int, from []int) { w.from.Store(&from) }
+	}
+	return e.c.Agree(ctx, p.ctl, o)
+}
+
+// publishWait shows the exchange about to start to the watchdog, with the
+// oldest names pending here; it returns nil when no stall warning is due.
+func (e *Engine) publishWait() *exchangeWait {
+	if e.cfg.StallWarning <= 0 || e.size == 1 {
+		return nil
+	}
+	w := &exchangeWait{since: e.now()}
+	w.pending, w.more = e.neg.pendingNames(stallNames)
+	e.waiting.Store(w)
+	return w
+}

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// Handle is an operation submitted to an Engine. Its buffer must not be
+// touched until Done is closed.
+type Handle struct {
+	name  string
+	done  chan struct{}
+	err   error
+	out   []byte
+	shape []int
+}
+
+func newHandle(name string) *Handle { return &Handle{name: name, done: make(chan struct{})} }
+
+func (h *Handle) finish(out []byte, shape []int, err error) {
+	h.out, h.shape, h.err = out, shape, err
+	close(h.done)
+}
+
+// Name is the tensor name the operation was submitted under.
+func (h *Handle) Name() string { return h.name }
+
+// Done is closed when the operation has finished.
+func (h *Handle) Done() <-chan struct{} { return h.done }
+
+// Err is the operation's outcome once Done is closed (nil before).
+func (h *Handle) Err() error {
+	select {
+	case <-h.done:
+		return h.err
+	default:
+		return nil
+	}
+}
+
+// Wait blocks until the operation finishes or ctx ends, and returns its
+// outcome or ctx's error. When ctx ends first the operation keeps running.
+func (h *Handle) Wait(ctx context.Context) error {
+	select {
+	case <-h.done:
+		return h.err
+	case <-ctx.Done():
+		return fmt.Errorf("collective: waiting for %q: %w", h.name, ctx.Err())
+	}
+}
+
+// Output is the result and its shape once the operation succeeded: the
+// submitted buffer for all-reduce and broadcast, a new buffer for
+// all-gather, all-to-all and reduce-scatter. It is nil before, on failure,
+// and for a barrier.
+func (h *Handle) Output() (data []byte, shape []int) {
+	select {
+	case <-h.done:
+		return h.out, h.shape
+	default:
+		return nil, nil
+	}
+}

@@ -1,0 +1,68 @@
+package shmring
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestCreateLeavesNoName: the file behind a new ring has no link in any
+// directory from the moment it exists, belongs to this user alone, cannot
+// be shrunk, and a peer reaches it only through the creating process's
+// descriptor, with the right token.
+func TestCreateLeavesNoName(t *testing.T) {
+	r, f, token, err := Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unmap()
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Nlink != 0 || st.Mode&0o777 != 0o600 {
+		t.Errorf("ring file: %d links, mode %#o; want 0 links, mode 0600", st.Nlink, st.Mode&0o777)
+	}
+	peer, err := Open("/proc", OfferPath(f), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer.Unmap()
+	if _, err := Open("/proc", OfferPath(f), make([]byte, TokenSize)); err == nil {
+		t.Error("a ring opened with the wrong token")
+	}
+	if err := syscall.Ftruncate(int(f.Fd()), 4096); err == nil {
+		t.Error("a ring file could be shrunk under its mappings")
+	}
+}
+
+// TestOpenRejects: Open refuses offers of another form, tokens of the
+// wrong size, files that are not rings and offers it cannot reach under
+// proc, saying which.
+func TestOpenRejects(t *testing.T) {
+	r, f, token, err := Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unmap()
+	defer f.Close()
+	offer := OfferPath(f)
+	for _, c := range []struct {
+		proc, offer string
+		token       []byte
+		want        string
+	}{
+		{"/proc", "/etc/passwd", token, "malformed offer"},
+		{"/proc", offer + "/..", token, "malformed offer"},
+		{"/proc", "/proc/0/fd/3", token, "malformed offer"},
+		{"/proc", offer, token[:5], "token of 5 bytes"},
+		{"/proc", "/proc/self/fd/0", token, "malformed offer"},
+		{"/proc", strings.Replace(offer, "/fd/", "/fd/9", 1), token, "shmring: "},
+		{"/nonexistent/dir", offer, token, "/nonexistent/dir/"},
+	} {
+		if _, err := Open(c.proc, c.offer, c.token); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q, %q): %v, want an error containing %q", c.proc, c.offer, err, c.want)
+		}
+	}
+}

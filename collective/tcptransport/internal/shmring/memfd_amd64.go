@@ -1,0 +1,7 @@
+package shmring
+
+// memfd_create(2) on amd64 (package syscall's table predates it).
+const (
+	haveMemfd      = true
+	sysMemfdCreate = 319
+)

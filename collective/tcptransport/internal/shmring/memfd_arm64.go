@@ -1,0 +1,9 @@
+package shmring
+
+import "syscall"
+
+// memfd_create(2) on arm64.
+const (
+	haveMemfd      = true
+	sysMemfdCreate = syscall.SYS_MEMFD_CREATE
+)

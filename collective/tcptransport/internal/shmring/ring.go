@@ -1,0 +1,124 @@
+package shmring
+
+import (
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Layout of a ring's memory file (each counter on its own cache line):
+//
+//	0    head      bytes written in all (uint64, the writer's)
+//	64   tail      bytes read in all (uint64, the reader's)
+//	128  wseq      bumped after every publication of head (uint32)
+//	132  rwaiting  1 while the reader sleeps on wseq (uint32)
+//	192  rseq      bumped after every advance of tail (uint32)
+//	196  wwaiting  1 while the writer sleeps on rseq (uint32)
+//	256  token     TokenSize random bytes that prove the peer opened this file
+//	4096 data      Capacity bytes
+const (
+	offHead, offTail     = 0, 64
+	offWseq, offRwaiting = 128, 132
+	offRseq, offWwaiting = 192, 196
+	offToken             = 256
+	headerBytes          = 4096
+)
+
+// Sizes of a ring.
+const (
+	// TokenSize is the length of the token that Create returns and Open
+	// checks.
+	TokenSize = 32
+	// Capacity is how many bytes a ring holds that the writer has written
+	// and the reader has not read yet.
+	Capacity = 4 << 20
+	// FileSize is the size of a ring's memory file, and of its mapping.
+	FileSize = headerBytes + Capacity
+	// Piece is the most a writer copies in before it publishes, and a
+	// reader copies out before it frees the space, so that the other side
+	// can start on a large write early.
+	Piece = 256 << 10
+)
+
+// Ring is one side's view of a ring: its mapping and its own position. One
+// side only writes to it and the other only reads from it; each side calls
+// at most one of Write and Read at a time.
+type Ring struct {
+	mem  []byte // the whole mapped file
+	data []byte // mem[headerBytes:], the byte ring
+	pos  uint64 // head for the writer, tail for the reader; only this side's
+}
+
+// u64 is the shared 64-bit counter at offset off of the file.
+func (r *Ring) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+
+// u32 is the shared 32-bit word at offset off of the file.
+func (r *Ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+
+// Write copies p into the ring, waiting for room as needed. stop is asked
+// after every sleep (at most ringNap) whether to give up; its error is
+// returned, with part of p perhaps written.
+func (r *Ring) Write(p []byte, stop func() error) error {
+	for len(p) > 0 {
+		tail := atomic.LoadUint64(r.u64(offTail))
+		free := Capacity - int(r.pos-tail)
+		if free == 0 {
+			if err := r.sleep(offRseq, offWwaiting, func() bool {
+				return atomic.LoadUint64(r.u64(offTail)) == tail
+			}, stop); err != nil {
+				return err
+			}
+			continue
+		}
+		n := min(free, len(p), Piece)
+		at := int(r.pos % Capacity)
+		k := copy(r.data[at:], p[:n])
+		copy(r.data, p[k:n])
+		r.pos += uint64(n)
+		p = p[n:]
+		atomic.StoreUint64(r.u64(offHead), r.pos)
+		r.signal(offWseq, offRwaiting)
+	}
+	return nil
+}
+
+// Read fills p from the ring, waiting for data as needed. While the ring
+// is empty it first polls for up to spin (none if spin is not positive),
+// with yield also giving the processor to other processes between looks
+// (sched_yield(2)), then sleeps as Write does, asking stop after every
+// sleep. Once gone reports that the writer has gone away, Read returns what
+// is left and then ErrGone instead of waiting.
+func (r *Ring) Read(p []byte, spin time.Duration, yield bool, gone func() bool, stop func() error) error {
+	polled := spin <= 0
+	for len(p) > 0 {
+		head := atomic.LoadUint64(r.u64(offHead))
+		avail := int(head - r.pos)
+		if avail == 0 {
+			switch {
+			case !polled:
+				polled = true
+				r.poll(offHead, r.pos, spin, yield, gone, stop)
+			case gone():
+				if atomic.LoadUint64(r.u64(offHead)) == r.pos {
+					return ErrGone
+				}
+			default:
+				if err := r.sleep(offWseq, offRwaiting, func() bool {
+					return atomic.LoadUint64(r.u64(offHead)) == head && !gone()
+				}, stop); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		n := min(avail, len(p), Piece)
+		at := int(r.pos % Capacity)
+		k := copy(p[:n], r.data[at:])
+		copy(p[k:n], r.data)
+		r.pos += uint64(n)
+		p = p[n:]
+		atomic.StoreUint64(r.u64(offTail), r.pos)
+		r.signal(offRseq, offWwaiting)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package shmring
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// pair returns both sides of a fresh ring: the creator's mapping, which
+// writes, and a second mapping opened as a peer would, which reads.
+func pair(t *testing.T) (w, r *Ring) {
+	t.Helper()
+	w, f, token, err := Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err = Open("/proc", OfferPath(f), token)
+	if err != nil {
+		w.Unmap()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Unmap(); r.Unmap() })
+	return w, r
+}
+
+func never() bool   { return false }
+func noStop() error { return nil }
+
+// TestStreamWraps writes messages from empty to several times the ring's
+// capacity while a reader reads them, polling or not, so the ring wraps
+// many times and the writer waits for room; every byte must arrive.
+func TestStreamWraps(t *testing.T) {
+	sizes := []int{0, 1, 7, Piece - 1, Piece + 3, Capacity - 1, Capacity, Capacity + 1, 3*Capacity + 5, 100}
+	for _, spin := range []time.Duration{0, time.Millisecond} {
+		for _, yield := range []bool{false, true} {
+			w, r := pair(t)
+			msgs := randomMessages(sizes)
+			done := make(chan error, 1)
+			go func() {
+				for _, m := range msgs {
+					if err := w.Write(m, noStop); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			for i, m := range msgs {
+				got := make([]byte, len(m))
+				if err := r.Read(got, spin, yield, never, noStop); err != nil {
+					t.Fatalf("spin %v yield %v: message %d: %v", spin, yield, i, err)
+				}
+				if !bytes.Equal(got, m) {
+					t.Fatalf("spin %v yield %v: message %d of %d bytes differs", spin, yield, i, len(m))
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// randomMessages returns a message of random bytes for each size, the same
+// every time.
+func randomMessages(sizes []int) [][]byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	msgs := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		msgs[i] = make([]byte, n)
+		for j := range msgs[i] {
+			msgs[i][j] = byte(rng.Uint32())
+		}
+	}
+	return msgs
+}
+
+// TestReadDrainsThenGone: once the writer is gone, Read still delivers
+// what it wrote and only then reports ErrGone, with or without polling.
+func TestReadDrainsThenGone(t *testing.T) {
+	for _, spin := range []time.Duration{0, time.Hour} {
+		w, r := pair(t)
+		if err := w.Write([]byte("last words"), noStop); err != nil {
+			t.Fatal(err)
+		}
+		gone := func() bool { return true }
+		got := make([]byte, 10)
+		if err := r.Read(got, spin, false, gone, noStop); err != nil || string(got) != "last words" {
+			t.Fatalf("spin %v: Read = %q, %v; want what was written", spin, got, err)
+		}
+		if err := r.Read(got, spin, false, gone, noStop); !errors.Is(err, ErrGone) {
+			t.Errorf("spin %v: Read past the end = %v, want ErrGone", spin, err)
+		}
+	}
+}
+
+// TestStopEndsWaits: a Write waiting for room and a Read waiting for data
+// end with stop's error once stop reports one and the sleeper is woken.
+func TestStopEndsWaits(t *testing.T) {
+	w, _ := pair(t) // nobody reads: the writer fills the ring and waits
+	_, r := pair(t) // nobody writes: the reader waits
+	errStop := errors.New("stopped")
+	var stopped atomic.Bool
+	stop := func() error {
+		if stopped.Load() {
+			return errStop
+		}
+		return nil
+	}
+	wrote, read := make(chan error, 1), make(chan error, 1)
+	go func() { wrote <- w.Write(make([]byte, Capacity+1), stop) }()
+	go func() { read <- r.Read(make([]byte, 1), 0, false, never, stop) }()
+	time.Sleep(20 * time.Millisecond)
+	stopped.Store(true)
+	w.WakeWriter()
+	r.WakeReader()
+	for name, ch := range map[string]chan error{"Write": wrote, "Read": read} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, errStop) {
+				t.Errorf("%s: %v, want the stop error", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s still waiting 5s after stop", name)
+		}
+	}
+}

@@ -1,7 +1,0 @@
-package tcptransport
-
-// memfd_create(2) on amd64 (package syscall's table predates it).
-const (
-	haveMemfd      = true
-	sysMemfdCreate = 319
-)

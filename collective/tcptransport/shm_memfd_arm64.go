@@ -1,9 +1,0 @@
-package tcptransport
-
-import "syscall"
-
-// memfd_create(2) on arm64.
-const (
-	haveMemfd      = true
-	sysMemfdCreate = syscall.SYS_MEMFD_CREATE
-)

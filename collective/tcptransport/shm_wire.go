@@ -1,0 +1,63 @@
+package tcptransport
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"time"
+
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
+)
+
+// The shared-memory handshake's messages (see offerShm), each sent on the
+// link's outbound lane and read from its inbound one, before any frame:
+//
+//	offer   length of path (2 bytes, little-endian), path, token
+//	        (shmring.TokenSize bytes); a zero length offers nothing, and
+//	        no path or token follows
+//	answer  1 byte: 1 the offered ring is mapped, 0 refused
+
+// writeOffer sends an offer of the ring at path (see shmring.OfferPath)
+// with its token; an empty path offers nothing.
+func writeOffer(s *net.TCPConn, deadline time.Time, path string, token []byte) error {
+	b := binary.LittleEndian.AppendUint16(nil, uint16(len(path)))
+	if path != "" {
+		b = append(append(b, path...), token...)
+	}
+	s.SetWriteDeadline(deadline)
+	_, err := s.Write(b)
+	return err
+}
+
+// readOffer reads what writeOffer sends.
+func readOffer(s *net.TCPConn, deadline time.Time) (string, []byte, error) {
+	s.SetReadDeadline(deadline)
+	var n [2]byte
+	if _, err := io.ReadFull(s, n[:]); err != nil {
+		return "", nil, err
+	}
+	size := int(binary.LittleEndian.Uint16(n[:]))
+	if size == 0 {
+		return "", nil, nil
+	}
+	b := make([]byte, size+shmring.TokenSize)
+	if _, err := io.ReadFull(s, b); err != nil {
+		return "", nil, err
+	}
+	return string(b[:size]), b[size:], nil
+}
+
+// writeByte sends one byte before deadline.
+func writeByte(s *net.TCPConn, deadline time.Time, v byte) error {
+	s.SetWriteDeadline(deadline)
+	_, err := s.Write([]byte{v})
+	return err
+}
+
+// readByte reads one byte before deadline.
+func readByte(s *net.TCPConn, deadline time.Time) (byte, error) {
+	s.SetReadDeadline(deadline)
+	var b [1]byte
+	_, err := io.ReadFull(s, b[:])
+	return b[0], err
+}

@@ -1,0 +1,53 @@
+package tcptransport
+
+import "time"
+
+// tuning holds the settings that only this package's tests and benchmarks
+// change: to compare the shipped choices with the alternatives they were
+// chosen over, or to make shared memory fail on purpose. Connect runs with
+// the zero value, which means every shipped choice; tests reach the others
+// through connect and localMesh.
+type tuning struct {
+	// sockBuf, when positive, fixes SO_SNDBUF and SO_RCVBUF of every data
+	// socket to that many bytes (which turns Linux autotuning off); zero
+	// leaves autotuning on (see tune).
+	sockBuf int
+	// readBuf sizes the read buffer behind each receiving socket: zero
+	// means recvBuffer, negative none.
+	readBuf int
+	// spin is how long a Recv polls before it sleeps: zero means automatic
+	// (see autoSpin), negative never.
+	spin time.Duration
+	// congestion names the congestion control of same-host connections:
+	// empty means sameHostCongestion, "-" the host's default.
+	congestion string
+	// procDir stands in for "/proc" when a rank opens a peer's ring offer
+	// (see shmring.Open): empty means "/proc". Tests point it at a
+	// directory that does not exist to make every offer fail.
+	procDir string
+}
+
+// normalize fills in the shipped value of every setting left at zero, for
+// rank of a job whose ranks have addresses addrs, and turns the "none"
+// values into the zero that the code using them tests for.
+func (t tuning) normalize(rank int, addrs []string) tuning {
+	if t.readBuf == 0 {
+		t.readBuf = recvBuffer
+	}
+	switch t.congestion {
+	case "":
+		t.congestion = sameHostCongestion
+	case "-":
+		t.congestion = ""
+	}
+	switch {
+	case t.spin == 0:
+		t.spin = autoSpin(rank, addrs)
+	case t.spin < 0:
+		t.spin = 0
+	}
+	if t.procDir == "" {
+		t.procDir = "/proc"
+	}
+	return t
+}

@@ -1,0 +1,53 @@
+package runner
+
+import (
+	"net/netip"
+	"testing"
+)
+
+// TestDataPlaneHost pins the rules a worker uses to pick its data-plane
+// address on this machine: an explicit address wins, an interface name
+// gives that interface's address, a loopback rendezvous gives loopback,
+// and a job on one host keeps the route to its rendezvous.
+func TestDataPlaneHost(t *testing.T) {
+	for _, c := range []struct {
+		bind, rdv string
+		allLocal  bool
+		hints     []string
+		want      string
+	}{
+		{"10.1.2.3", "127.0.0.1:5000", false, nil, "10.1.2.3"},
+		{"lo", "127.0.0.1:5000", false, nil, "127.0.0.1"},
+		{"", "127.0.0.1:5000", false, []string{"127.0.0.1"}, "127.0.0.1"},
+		{"", "localhost:5000", false, nil, "127.0.0.1"},
+		{"", "127.0.1.1:5000", true, nil, "127.0.0.1"},
+	} {
+		got, err := DataPlaneHost(c.bind, c.rdv, c.allLocal, c.hints)
+		if err != nil || got != c.want {
+			t.Errorf("DataPlaneHost(%q, %q, %v, %v) = %q, %v; want %q", c.bind, c.rdv, c.allLocal, c.hints, got, err, c.want)
+		}
+	}
+	if _, err := DataPlaneHost("", "no-port", false, nil); err == nil {
+		t.Error("a rendezvous address without a port: no error")
+	}
+}
+
+// TestRouteAway: hosts reached over loopback are passed over for an
+// interface that is up (other hosts can reach it), and a strict search
+// stops at the first host.
+func TestRouteAway(t *testing.T) {
+	want := netip.MustParseAddr("127.0.0.1")
+	if up, ok := UpAddr(); ok {
+		want = up
+	}
+	got, err := routeAway([]string{"127.0.0.1", "localhost"}, false)
+	if err != nil || got != want {
+		t.Fatalf("routeAway over loopback hosts = %v, %v; want %v", got, err, want)
+	}
+	if _, err := routeAway([]string{"no-such-host.invalid", "127.0.0.1"}, true); err == nil {
+		t.Fatal("strict: an unresolvable first host gave no error")
+	}
+	if got, err := routeAway([]string{"no-such-host.invalid", "127.0.0.1"}, false); err != nil || got != want {
+		t.Fatalf("lenient: %v, %v; want %v", got, err, want)
+	}
+}

@@ -1,0 +1,102 @@
+package settings
+
+import "time"
+
+// Defaults of the knobs (see Defaults).
+const (
+	DefaultFusionThreshold = 64 << 20 // 64 MiB
+	DefaultCycleTime       = time.Millisecond
+	DefaultCacheCapacity   = 1024
+	DefaultStallWarning    = 60 * time.Second
+	DefaultStallShutdown   = time.Duration(0) // never
+	DefaultOpTimeout       = 10 * time.Minute // bound on every wait for another rank (negotiation included)
+	DefaultStartTimeout    = 30 * time.Second
+	DefaultLogLevel        = "info"
+)
+
+// Engine holds the knobs of a rank's collective engine. Its zero value
+// disables fusion, the response cache, the stall inspector and the
+// operation timeout; DefaultEngine gives the defaults. Negative sizes and
+// times act as 0 in the engine (the launcher rejects them).
+type Engine struct {
+	// FusionThreshold is the most bytes of all-reduces packed into one
+	// fused batch; 0 disables fusion.
+	FusionThreshold int64
+	// CycleTime is the time between negotiation cycles: longer cycles fuse
+	// more tensors, shorter ones answer sooner. 0 means DefaultCycleTime.
+	CycleTime time.Duration
+	// CacheCapacity is the number of response cache entries; 0 disables
+	// the cache, so every request is sent in every negotiation.
+	CacheCapacity int
+	// StallWarning: tensors submitted by some ranks but not others for
+	// this long are logged (by rank 0) with the ranks that are missing
+	// them, and a negotiation that has waited this long for ranks that do
+	// not negotiate at all (they have submitted nothing) is logged, by each
+	// waiting rank, with the ranks it waits for; 0 disables.
+	// StallShutdown: after this long every rank fails its pending
+	// operations with the engine's ErrStall, naming the missing ranks; 0
+	// means never. For ranks that do not negotiate it acts as OpTimeout
+	// does (below, in real time), when it is shorter or OpTimeout is 0,
+	// with ErrStall.
+	StallWarning, StallShutdown time.Duration
+	// OpTimeout bounds every wait of an operation for another rank: each
+	// data-plane operation once every rank has submitted it, and each step
+	// of the negotiation that decides it. A rank that does not answer the
+	// negotiation within OpTimeout (it is stopped or hung, or, since an
+	// engine negotiates only while some rank has work, it has submitted
+	// nothing for that long while another rank waits with operations) is
+	// named in the engine's *NoAnswerError that wraps ErrTimeout; the
+	// verdict travels with the negotiation, so every rank still negotiating
+	// fails with it. Each of the negotiation's log2(size)+2 or fewer steps
+	// allows one OpTimeout more than the step before it (a peer may itself
+	// have waited that long), so the ranks fail between OpTimeout and that
+	// many times OpTimeout after they began to wait. A rank that waits
+	// inside a data-plane operation (or the gather of new requests) names
+	// the peer it waited for in an *OpError that wraps ErrTimeout; the
+	// other ranks then see that rank leave (ErrPeerGone). Waiting for other
+	// ranks to submit a tensor while they keep negotiating is a stall, not
+	// a timeout. Measured in real time. 0 means no bound.
+	OpTimeout time.Duration
+}
+
+// Knobs is every tuning knob of a job: the engine's, and those the rank
+// around it uses. The launcher passes them to every rank unchanged.
+type Knobs struct {
+	Engine
+	// StartTimeout is how long ranks wait for each other to join the job
+	// (hvd.Init); it must be positive.
+	StartTimeout time.Duration
+	// TimelinePath names the file rank 0 writes its timeline (a Chrome
+	// trace of every tensor's negotiation and execution) to; "" writes none.
+	TimelinePath string
+	// LogLevel is the ranks' log/slog level name: debug, info, warn or
+	// error (any case, optionally with an offset such as "debug-4").
+	LogLevel string
+	// NoSharedMemory keeps links between ranks on one host on TCP instead
+	// of shared-memory rings.
+	NoSharedMemory bool
+}
+
+// DefaultEngine returns the engine knobs at their defaults: 64 MiB fusion,
+// 1 ms cycles, 1024 cache entries, a stall warning after 60 s, no stall
+// shutdown, and a 10 min bound on every wait for another rank.
+func DefaultEngine() Engine {
+	return Engine{
+		FusionThreshold: DefaultFusionThreshold,
+		CycleTime:       DefaultCycleTime,
+		CacheCapacity:   DefaultCacheCapacity,
+		StallWarning:    DefaultStallWarning,
+		StallShutdown:   DefaultStallShutdown,
+		OpTimeout:       DefaultOpTimeout,
+	}
+}
+
+// Defaults returns every knob at its default: DefaultEngine, a 30 s start
+// timeout, no timeline, log level info and shared memory on one host.
+func Defaults() Knobs {
+	return Knobs{
+		Engine:       DefaultEngine(),
+		StartTimeout: DefaultStartTimeout,
+		LogLevel:     DefaultLogLevel,
+	}
+}
