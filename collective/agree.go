@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorovod/gorovod/kernels"
@@ -26,11 +27,9 @@ type AgreeOptions struct {
 	// Limit is the hop limit: step i of this rank must end by
 	// start + budget(i)·Limit (see hop). 0 waits without a bound.
 	Limit time.Duration
-	// Step, if set, is called as each step starts, with the ranks whose
-	// contributions the step waits for and this rank has not heard from
-	// yet (empty when the step receives nothing); a watchdog can name
-	// them. It must not block.
-	Step func(step int, from []int)
+	// Progress, if set, receives the index of each step as it starts, so
+	// a watchdog can ask AgreeWaitsFor which ranks the exchange waits for.
+	Progress *atomic.Int32
 }
 
 // Agree all-reduces v (uint8) with an element-wise Min by recursive
@@ -61,8 +60,8 @@ func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
 	x.min, _ = kernels.Lookup(kernels.U8, kernels.Min)
 	start := time.Now()
 	for i := range a.p.steps {
-		if o.Step != nil {
-			o.Step(i, a.hops[i].from)
+		if o.Progress != nil {
+			o.Progress.Store(int32(i))
 		}
 		hctx, cancel := hopContext(ctx, start, a.hops[i].budget, o.Limit)
 		err := x.step(ctx, hctx, i)
@@ -120,6 +119,17 @@ func (c *Comm) agreeHops() ([]hop, error) {
 		c.hops, c.hopsErr = exchangeHops(plans, c.Rank())
 	})
 	return c.hops, c.hopsErr
+}
+
+// AgreeWaitsFor returns the ranks whose contributions step of this rank's
+// Agree waits for and that it has not heard from yet, in rank order (empty
+// when the step receives nothing, or step is out of range).
+func (c *Comm) AgreeWaitsFor(step int) []int {
+	hops, err := c.agreeHops()
+	if err != nil || step < 0 || step >= len(hops) {
+		return nil
+	}
+	return hops[step].from
 }
 
 // hopContext is ctx with the deadline of a hop of the given budget; with

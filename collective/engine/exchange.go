@@ -77,15 +77,9 @@ func nameList(names []string, more int) string {
 	return s + "]"
 }
 
-// answerLimit returns how long the exchange waits for each hop (see hop)
-// and the sentinel a rank fails with when some rank misses it: OpTimeout
-// and ErrTimeout, or the stall shutdown time and ErrStall when that is
-// shorter or OpTimeout is 0. A limit of 0 means waiting without a bound.
-func (e *Engine) answerLimit() (time.Duration, error) {
-	return answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
-}
-
-// answerLimit is Engine.answerLimit for the given OpTimeout and stall
+// answerLimit returns how long the exchange waits for each hop (see
+// collective.AgreeOptions.Limit) and the sentinel a rank fails with when
+// some rank misses it, for the given OpTimeout and stall
 // shutdown time.
 func answerLimit(op, stall time.Duration) (time.Duration, error) {
 	switch {
@@ -98,12 +92,12 @@ func answerLimit(op, stall time.Duration) (time.Duration, error) {
 }
 
 // exchangeWait is where an exchange in progress waits, for the watchdog.
-// Only from changes after it is published.
+// Only step changes after it is published.
 type exchangeWait struct {
-	since   time.Time             // Engine.now when the exchange began
-	from    atomic.Pointer[[]int] // the ranks the current step waits for
-	pending []string              // the oldest names pending on this rank
-	more    int                   // how many more are pending
+	since   time.Time    // Engine.now when the exchange began
+	step    atomic.Int32 // the step of Comm.Agree in progress
+	pending []string     // the oldest names pending on this rank
+	more    int          // how many more are pending
 }
 
 // exchange all-reduces the proposal's control vector in place with an
@@ -113,12 +107,12 @@ type exchangeWait struct {
 // that takes part ends with the marks that say why (the negotiator's
 // verdict, which fails the engine and the Comm).
 func (e *Engine) exchange(ctx context.Context, p proposal) error {
-	limit, _ := e.answerLimit()
+	limit, _ := answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
 	w := e.publishWait()
 	defer e.waiting.Store(nil)
 	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
 	if w != nil {
-		o.Step = func(_ int, from []int) { w.from.Store(&from) }
+		o.Progress = &w.step
 	}
 	return e.c.Agree(ctx, p.ctl, o)
 }

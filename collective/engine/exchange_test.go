@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/settings"
 )
 
 // TestNoAnswerError pins the error's wording and what it wraps.
@@ -43,8 +42,7 @@ func TestAnswerLimit(t *testing.T) {
 		{time.Minute, time.Second, time.Second, ErrStall},
 		{time.Second, time.Second, time.Second, collective.ErrTimeout},
 	} {
-		e := &Engine{cfg: Config{Engine: settings.Engine{OpTimeout: c.op, StallShutdown: c.stall}}}
-		if got, err := e.answerLimit(); got != c.want || err != c.err {
+		if got, err := answerLimit(c.op, c.stall); got != c.want || err != c.err {
 			t.Errorf("op %v stall %v: %v %v, want %v %v", c.op, c.stall, got, err, c.want, c.err)
 		}
 	}

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
+)
 
 // watch is the watchdog goroutine. It notices a negotiation exchange that
 // waits for ranks that do not answer: ranks that have submitted nothing
@@ -32,7 +36,7 @@ func (e *Engine) watch() {
 		if waited := e.now().Sub(w.since); waited >= limit {
 			warned = w
 			e.log.Warn("collective: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
-				"missing", w.missing(), "waited", waited.Round(time.Millisecond),
+				"missing", w.missing(e.c), "waited", waited.Round(time.Millisecond),
 				"tensors", nameList(w.pending, w.more), "hint", stallHint)
 		}
 	}
@@ -42,11 +46,8 @@ func (e *Engine) watch() {
 // "rank 1" when the awaited message carries one rank's answer only, "one
 // or more of ranks [2 3]" when it would carry several (a rank that waits
 // for a silent one cannot answer either).
-func (w *exchangeWait) missing() string {
-	var from []int
-	if f := w.from.Load(); f != nil {
-		from = *f
-	}
+func (w *exchangeWait) missing(c *collective.Comm) string {
+	from := c.AgreeWaitsFor(int(w.step.Load()))
 	switch len(from) {
 	case 0:
 		return "a rank that does not read what this rank sends"
