@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/testnet"
 )
 
 // writeFiles writes the hosts file, nsswitch.conf and an empty
@@ -14,7 +16,7 @@ func (c *Cluster) writeFiles() error {
 	if err := os.WriteFile(c.HostsFile, []byte(c.hosts()), 0o644); err != nil {
 		return fmt.Errorf("testslurm: %w", err)
 	}
-	if err := os.WriteFile(c.NSSwitch, []byte(nsswitch()), 0o644); err != nil {
+	if err := os.WriteFile(c.NSSwitch, []byte(testnet.NSSwitch()), 0o644); err != nil {
 		return fmt.Errorf("testslurm: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(c.Dir, "plugstack.conf"), nil, 0o644); err != nil {
@@ -26,74 +28,7 @@ func (c *Cluster) writeFiles() error {
 // hosts returns the hosts file: the machine's localhost lines, the bridge's
 // address as ControllerName and as the machine's short host name (where it
 // does not clash with a node name), and every node.
-func (c *Cluster) hosts() string {
-	ours := map[string]bool{ControllerName: true}
-	for _, n := range c.Nodes {
-		ours[n.Name] = true
-	}
-	var b strings.Builder
-	if data, err := os.ReadFile("/etc/hosts"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if kept := localhostLine(line, ours); kept != "" {
-				b.WriteString(kept + "\n")
-			}
-		}
-	}
-	if b.Len() == 0 {
-		b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
-	}
-	controller := ControllerName
-	if host, err := os.Hostname(); err == nil {
-		host, _, _ = strings.Cut(host, ".")
-		if host != "" && host != "localhost" && !ours[host] {
-			controller += " " + host
-		}
-	}
-	fmt.Fprintf(&b, "%s\t%s\n", c.BridgeAddr, controller)
-	for _, n := range c.Nodes {
-		fmt.Fprintf(&b, "%s\t%s\n", n.Addr, n.Name)
-	}
-	return b.String()
-}
-
-// nsswitch returns the machine's nsswitch.conf with its hosts line
-// replaced by "hosts: files".
-func nsswitch() string {
-	var b strings.Builder
-	data, _ := os.ReadFile("/etc/nsswitch.conf")
-	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "hosts:") && line != "" {
-			b.WriteString(line + "\n")
-		}
-	}
-	b.WriteString("hosts: files\n")
-	return b.String()
-}
-
-// localhostLine returns line, a line of /etc/hosts, when it names localhost
-// or an ip6- name and none of ours, and "" otherwise.
-func localhostLine(line string, ours map[string]bool) string {
-	fields := strings.Fields(line)
-	if len(fields) < 2 || strings.HasPrefix(fields[0], "#") {
-		return ""
-	}
-	keep := false
-	for _, name := range fields[1:] {
-		if strings.HasPrefix(name, "#") {
-			break
-		}
-		if ours[name] {
-			return ""
-		}
-		if strings.Contains(name, "localhost") || strings.HasPrefix(name, "ip6-") {
-			keep = true
-		}
-	}
-	if !keep {
-		return ""
-	}
-	return strings.Join(fields, " ")
-}
+func (c *Cluster) hosts() string { return c.net.HostsFile(ControllerName) }
 
 // slurmConf returns slurm.conf for the current ControllerPort.
 func (c *Cluster) slurmConf() string {

@@ -4,20 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorovod/gorovod/internal/testenv"
+	"github.com/gorovod/gorovod/internal/testnet"
 )
 
 // Partition is the name of the cluster's only partition, the default one.
@@ -71,7 +69,7 @@ type Cluster struct {
 	daemons []*daemon // in start order
 	logDir  string
 	bins    map[string]string // daemons' absolute paths
-	ns      []nsID            // namespaces whose processes teardown kills
+	net     *testnet.Net      // the bridge and the nodes' namespaces
 }
 
 // Start starts a cluster of nodes nodes with cpusPerNode CPUs each (as
@@ -93,11 +91,12 @@ func Start(t testing.TB, nodes int, cpusPerNode int) *Cluster {
 		}
 		t.Skip(msg)
 	}
-	collectStale(t)
-	c := &Cluster{ID: newID(), CPUsPerNode: cpusPerNode, bins: bins}
+	testnet.CollectStale(names, t.Logf)
+	c := &Cluster{CPUsPerNode: cpusPerNode, bins: bins, net: testnet.New(names)}
+	c.ID = c.net.ID
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	t.Cleanup(func() { c.teardown(t) })
-	// The order matters to collectStale: the bridge, marked with its
+	// The order matters to testnet.CollectStale: the bridge, marked with its
 	// owner, comes first, and the directory and namespaces after it.
 	if err := c.createBridge(); err != nil {
 		t.Fatal(err)
@@ -263,23 +262,16 @@ func prerequisites() (map[string]string, error) {
 	return bins, nil
 }
 
-// newID returns 6 random hexadecimal digits.
-func newID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b) // never fails
-	return hex.EncodeToString(b)
-}
-
 // createDir makes the cluster's directory and its subdirectories.
 func (c *Cluster) createDir() error {
 	// Not t.TempDir: a test's name can make a path too long for the
-	// munge socket (108 bytes), and collectStale finds it by name.
-	dir := filepath.Join(os.TempDir(), dirPrefix+c.ID)
+	// munge socket (108 bytes), and testnet.CollectStale finds it by name.
+	dir := c.net.Dir()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("testslurm: %w", err)
 	}
 	c.Dir = dir // for teardown, now that it is ours
-	if err := writeOwner(filepath.Join(c.Dir, ownerFile)); err != nil {
+	if err := testnet.WriteOwner(filepath.Join(c.Dir, testnet.OwnerFile), testnet.SelfOwner()); err != nil {
 		return err
 	}
 	c.logDir = filepath.Join(c.Dir, "log")
@@ -323,7 +315,7 @@ func (c *Cluster) startMunge() error {
 func (c *Cluster) startController() error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if c.ControllerPort, err = freePort(c.BridgeAddr); err != nil {
+		if c.ControllerPort, err = testnet.FreePort(c.BridgeAddr); err != nil {
 			return err
 		}
 		if err = os.WriteFile(c.Conf, []byte(c.slurmConf()), 0o644); err != nil {
@@ -425,96 +417,19 @@ func (c *Cluster) teardown(t testing.TB) {
 	for i := len(c.daemons) - 1; i >= 0; i-- {
 		c.daemons[i].stop()
 	}
+	ns := append([]testnet.NSID(nil), c.net.NS...)
 	for _, d := range c.daemons {
-		if d.pidNS.valid() {
-			c.ns = append(c.ns, d.pidNS)
+		if d.pidNS.Valid() {
+			ns = append(ns, d.pidNS)
 		}
 	}
-	if left := killIn(c.ns); len(left) > 0 {
+	if left := testnet.KillIn(ns); len(left) > 0 {
 		t.Errorf("testslurm: processes left in the cluster's namespaces: %v", left)
 	}
 	if t.Failed() {
 		t.Logf("testslurm: cluster %s logs:\n%s", c.ID, c.Logs())
 	}
-	for _, err := range removeNetwork(c.ID, c.Bridge, c.netnsNames(), c.Dir) {
+	for _, err := range c.net.Remove(c.Dir) {
 		t.Error(err)
 	}
-}
-
-// netnsNames returns the nodes' namespace names.
-func (c *Cluster) netnsNames() []string {
-	var names []string
-	for _, n := range c.Nodes {
-		if n.NetNS != "" {
-			names = append(names, n.NetNS)
-		}
-	}
-	return names
-}
-
-// ownerFile, in a cluster's directory, names the process that made it.
-const ownerFile = "owner"
-
-// writeOwner writes the current process's identity (see owner) to path.
-func writeOwner(path string) error {
-	if err := os.WriteFile(path, []byte(selfOwner()+"\n"), 0o644); err != nil {
-		return fmt.Errorf("testslurm: %w", err)
-	}
-	return nil
-}
-
-// selfOwner returns the current process's identity, "pid=P start=S", S
-// being its start time in clock ticks since boot: a pid alone could be
-// reused.
-func selfOwner() string {
-	pid := os.Getpid()
-	return fmt.Sprintf("pid=%d start=%s", pid, procStart(pid))
-}
-
-// ownerAlive reports whether the process an owner string names still runs;
-// it reports true for strings it cannot parse.
-func ownerAlive(owner string) bool {
-	var pid int
-	var start string
-	if n, _ := fmt.Sscanf(strings.TrimSpace(owner), "pid=%d start=%s", &pid, &start); n != 2 {
-		return true
-	}
-	return procStart(pid) == start
-}
-
-// procStart returns the start time of process pid (field 22 of its stat
-// file), or "" when there is no such process.
-func procStart(pid int) string {
-	f := procStat(pid)
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// procStat returns the fields of /proc/pid/stat after the command name
-// (state, ppid, ...), or nil.
-func procStat(pid int) []string {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(data[i+1:]))
-}
-
-// pids returns the processes now in /proc, sorted.
-func pids() []int {
-	entries, _ := os.ReadDir("/proc")
-	var list []int
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			list = append(list, pid)
-		}
-	}
-	sort.Ints(list)
-	return list
 }
