@@ -1,15 +1,20 @@
 package runner
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
+	"syscall"
 )
 
 // listenAddr returns the host:port the rendezvous service listens on, and
 // that ranks dial: BindAddr (port 0 when it has none), else the address of
-// NetworkInterface, else 127.0.0.1 (Validate ensures every host is then
-// local).
+// NetworkInterface, else (srun) the route to the nodes, else 127.0.0.1.
+// Jobs with remote hosts and neither setting choose by route lookups
+// instead (see Config.netPlan).
 func (c Config) listenAddr() (string, error) {
 	switch {
 	case c.BindAddr != "":
@@ -19,7 +24,7 @@ func (c Config) listenAddr() (string, error) {
 		}
 		return net.JoinHostPort(host, port), nil
 	case c.NetworkInterface != "":
-		ip, err := InterfaceAddr(c.NetworkInterface)
+		ip, err := networkInterfaceAddr(c.NetworkInterface)
 		if err != nil {
 			return "", err
 		}
@@ -33,6 +38,56 @@ func (c Config) listenAddr() (string, error) {
 	default:
 		return "127.0.0.1:0", nil
 	}
+}
+
+// networkInterfaceAddr is InterfaceAddr for --network-interface: its
+// errors name the flag, and the interfaces this machine has.
+func networkInterfaceAddr(name string) (netip.Addr, error) {
+	if _, err := net.InterfaceByName(name); err != nil {
+		return netip.Addr{}, fmt.Errorf("%w: --network-interface %s: this machine has no such interface (it has %s)",
+			ErrConfig, name, interfaceNames())
+	}
+	ip, err := InterfaceAddr(name)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%w: --network-interface %s: the interface has no IPv4 address (nor a global IPv6 one) that other hosts can dial",
+			ErrConfig, name)
+	}
+	return ip, nil
+}
+
+// interfaceNames lists this machine's network interfaces, comma-separated.
+func interfaceNames() string {
+	ifcs, err := net.Interfaces()
+	if err != nil || len(ifcs) == 0 {
+		return "none that can be listed"
+	}
+	names := make([]string, len(ifcs))
+	for i, ifc := range ifcs {
+		names[i] = ifc.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// listenError describes why the rendezvous service could not listen on
+// addr, naming the flag that chose it. The service's error is flattened to
+// text, so it listens there once more for the reason.
+func (c Config) listenError(addr string, err error) error {
+	reason := err.Error()
+	ln, lerr := net.Listen("tcp", addr)
+	if lerr == nil {
+		_ = ln.Close()
+	} else {
+		err, reason = lerr, lerr.Error()
+	}
+	switch {
+	case c.BindAddr != "" && errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("%w: --bind-addr %s: not an address of this machine (%s)", ErrConfig, c.BindAddr, reason)
+	case c.BindAddr != "":
+		return fmt.Errorf("%w: --bind-addr %s: cannot listen there (%s)", ErrConfig, c.BindAddr, reason)
+	case c.NetworkInterface != "":
+		return fmt.Errorf("%w: --network-interface %s: cannot listen on its address %s (%s)", ErrConfig, c.NetworkInterface, addr, reason)
+	}
+	return fmt.Errorf("runner: rendezvous service: %w", err)
 }
 
 // InterfaceAddr returns the address of the named interface that other hosts
@@ -109,9 +164,14 @@ func routeAway(hosts []string, strict bool) (netip.Addr, error) {
 }
 
 // DataPlaneHost picks the address a worker's data plane listens on:
-// bindAddr (GOROVOD_BIND_ADDR) as an address or a network interface name,
-// else the local address of this host's route to the rendezvous at
-// rendezvousAddr (so peers reach it the way it reaches the rendezvous). A
+// bindAddr (GOROVOD_BIND_ADDR) as an address or a network interface name
+// (a name that is neither an interface of this host nor resolves is an
+// error), else the local address of this host's route to the rendezvous
+// at rendezvousAddr: the interface that reaches the rendezvous, which is
+// where gorun chose an address that every host reaches, so peers reach
+// this rank the way it reaches the rendezvous (not the first interface
+// that is up). On gorun's own machine that route is the rendezvous
+// address itself. A
 // loopback route to a rendezvous that is not named as loopback, in a job
 // that spans hosts (allLocal false), means that the rendezvous runs on
 // this host (as under Slurm, where rank 0 serves it and a host name may
@@ -123,6 +183,12 @@ func DataPlaneHost(bindAddr, rendezvousAddr string, allLocal bool, hints []strin
 		if _, err := net.InterfaceByName(bindAddr); err == nil {
 			ip, err := InterfaceAddr(bindAddr)
 			return ip.String(), err
+		}
+		if _, err := netip.ParseAddr(bindAddr); err != nil {
+			if _, err := net.LookupHost(bindAddr); err != nil {
+				return "", fmt.Errorf("%s=%s is neither a network interface of this host (it has %s) nor an address of it (gorun --network-interface needs an interface of that name on every host)",
+					EnvBindAddr, bindAddr, interfaceNames())
+			}
 		}
 		return bindAddr, nil
 	}
@@ -157,7 +223,14 @@ func isLoopbackName(host string) bool {
 // name or an address): the address that host would see its packets come
 // from. It sends nothing.
 func RouteAddr(host string) (netip.Addr, error) {
-	c, err := net.Dial("udp", net.JoinHostPort(host, "1"))
+	return routeAddr(context.Background(), host)
+}
+
+// routeAddr is RouteAddr, its name lookup bounded by ctx: it "connects" a
+// UDP socket, which only chooses the route and the source address.
+func routeAddr(ctx context.Context, host string) (netip.Addr, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "udp", net.JoinHostPort(host, "1"))
 	if err != nil {
 		return netip.Addr{}, err
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +50,24 @@ func TestRouteAway(t *testing.T) {
 	}
 	if got, err := routeAway([]string{"no-such-host.invalid", "127.0.0.1"}, false); err != nil || got != want {
 		t.Fatalf("lenient: %v, %v; want %v", got, err, want)
+	}
+}
+
+// TestDataPlaneHostAuto: with no GOROVOD_BIND_ADDR a rank listens on the
+// interface of its route to the rendezvous; on gorun's own machine, where
+// the rendezvous has an address of an interface that is up, that address
+// itself (not loopback, not the first interface), whatever the hints say.
+// A GOROVOD_BIND_ADDR that names no interface and no host is an error
+// naming the variable.
+func TestDataPlaneHostAuto(t *testing.T) {
+	if up, ok := UpAddr(); ok {
+		rdv := netip.AddrPortFrom(up, 5000).String()
+		if got, err := DataPlaneHost("", rdv, false, []string{"127.0.0.1"}); err != nil || got != up.String() {
+			t.Errorf("rendezvous at %s: DataPlaneHost = %q, %v; want %s", rdv, got, err, up)
+		}
+	}
+	_, err := DataPlaneHost("no-such-if0", "127.0.0.1:5000", false, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), EnvBindAddr+"=no-such-if0 is neither a network interface of this host") {
+		t.Errorf("unknown interface: %v", err)
 	}
 }

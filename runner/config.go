@@ -47,11 +47,16 @@ type Config struct {
 
 	// BindAddr is the address (IP or host name, optionally host:port) the
 	// rendezvous service listens on and ranks dial. Empty means the first
-	// address of NetworkInterface or, when every host is local, 127.0.0.1.
+	// address of NetworkInterface; else 127.0.0.1 when every host is local;
+	// else the local address of this machine's route to the remote hosts,
+	// checked during start-up (see Launch). It must be an address of this
+	// machine.
 	BindAddr string
 	// NetworkInterface names the network interface (eth0) that carries the
 	// job: the rendezvous listens on its address unless BindAddr is set, and
-	// ranks bind their data plane to it. Empty: ranks choose.
+	// ranks bind their data plane to the interface of that name on their
+	// host. Empty: ranks choose the interface of their route to the
+	// rendezvous.
 	NetworkInterface string
 
 	// OutputDir, if set, receives DIR/rank.R/stdout and DIR/rank.R/stderr
@@ -172,26 +177,19 @@ func checkForward(kv string) error {
 	return nil
 }
 
-// checkAddrs checks BindAddr, and that a job with remote hosts says where
-// its rendezvous service is reachable.
+// checkAddrs checks the form of BindAddr. Whether it is an address of this
+// machine, whether NetworkInterface exists, and (with neither) which
+// address remote hosts reach are found out when Launch listens.
 func (c Config) checkAddrs() error {
-	if c.BindAddr != "" {
-		host, _, err := splitBindAddr(c.BindAddr)
-		if err != nil {
-			return err
-		}
-		if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
-			return fmt.Errorf("%w: bind address %q: ranks cannot dial an unspecified address; give this host's IP", ErrConfig, c.BindAddr)
-		}
+	if c.BindAddr == "" {
 		return nil
 	}
-	if c.NetworkInterface != "" || c.Launcher == SpawnSrun {
-		return nil // srun: the address of the route to the nodes
+	host, _, err := splitBindAddr(c.BindAddr)
+	if err != nil {
+		return err
 	}
-	for _, h := range c.hosts() {
-		if !IsLocalHost(h.Name) {
-			return fmt.Errorf("%w: host %s is remote: give a bind address or a network interface that it can reach this host on", ErrConfig, h.Name)
-		}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		return fmt.Errorf("%w: --bind-addr %s: ranks cannot dial an unspecified address; give an address of this machine", ErrConfig, c.BindAddr)
 	}
 	return nil
 }
@@ -203,7 +201,7 @@ func splitBindAddr(addr string) (host, port string, err error) {
 		host, port = strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]"), "0"
 	}
 	if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n >= 1<<16 || host == "" {
-		return "", "", fmt.Errorf("%w: bind address %q: want host or host:port", ErrConfig, clip(addr, maxQuoted))
+		return "", "", fmt.Errorf("%w: --bind-addr %q: want host or host:port", ErrConfig, clip(addr, maxQuoted))
 	}
 	return host, port, nil
 }

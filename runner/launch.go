@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
@@ -13,10 +14,29 @@ import (
 // Launch runs the job that cfg describes and returns when every rank has
 // exited.
 //
-// It validates cfg, assigns ranks to slots, checks remote hosts (when their
-// spawner is a HostChecker), makes the job secret, starts the rendezvous
-// service, and starts one rank per slot with its WorkerEnv. Their output is
-// prefixed onto cfg.Stdout and cfg.Stderr (and copied to cfg.OutputDir).
+// It validates cfg, assigns ranks to slots, chooses the rendezvous address
+// (below), makes the job secret, starts the rendezvous service, checks
+// remote hosts (when their spawner is a HostChecker), and starts one rank
+// per slot with its WorkerEnv. Their output is prefixed onto cfg.Stdout
+// and cfg.Stderr (and copied to cfg.OutputDir).
+//
+// The rendezvous address is cfg.BindAddr, else the address of
+// cfg.NetworkInterface, else 127.0.0.1 when every host is this machine.
+// Otherwise Launch looks up this machine's route to each remote host (to
+// the HostName of ssh's configuration, for ssh hosts) and listens on the
+// local address of those routes where they agree; where they differ, on
+// every interface, each host dialing the address of its own route. The
+// preflight of a ReachChecker (ssh) then has every host open a connection
+// to its address, and a host that cannot fails Launch before any rank
+// starts with a *ConnectBackError that names the host, the address and
+// the flags to set instead:
+//
+//	runner: host node2 cannot connect back to gorun at 10.0.0.1:41234: No route to host; give gorun --bind-addr with an address of this machine that node2 can reach, or --network-interface with the interface that leads to it
+//
+// A host that could not be checked so, but whose ranks never register
+// while others do, is named the same way (with "none of its ranks
+// registered within the start timeout (30s)") before the failure that
+// stopped the job.
 //
 // Launch returns nil when every rank exits with status 0. A rank that
 // fails (exits non-zero, dies by a signal, or fails to start) stops the
@@ -51,23 +71,38 @@ func Launch(ctx context.Context, cfg Config) error {
 	if cfg.Verbose {
 		logPlan(log, slots)
 	}
-	if err := preflight(ctx, cfg, slots, spawnerFor); err != nil {
-		if ctx.Err() != nil {
-			return interrupted(ctx)
+	plan, err := cfg.netPlan(ctx, slots, spawnerFor)
+	if err != nil { // no address found: an unreachable host says more
+		if perr := preflight(ctx, cfg, slots, spawnerFor, nil); perr != nil {
+			err = perr
 		}
-		return err
+		return orInterrupted(ctx, err)
 	}
-	env, srv, err := startRendezvous(cfg, slots, log)
+	env, srv, err := startRendezvous(cfg, slots, plan, log)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
+	addrOf := func(host string) string { return plan.addrFor(host, srv.Addr()) }
+	if err := preflight(ctx, cfg, slots, spawnerFor, addrOf); err != nil {
+		return orInterrupted(ctx, err)
+	}
 	out, err := newOutput(cfg.Stdout, cfg.Stderr, cfg.OutputDir, len(slots))
 	if err != nil {
 		return err
 	}
 	j := newJob(cfg, log, srv, out, slots)
-	return j.watch(ctx, j.spawnAll(ctx, env, spawnerFor))
+	started := time.Now()
+	err = j.watch(ctx, j.spawnAll(ctx, env, withHostAddrs(spawnerFor, plan, srv.Addr())))
+	return unregisteredHosts(err, srv, slots, addrOf, time.Since(started), cfg.StartTimeout)
+}
+
+// orInterrupted returns err, or the interruption when ctx ended.
+func orInterrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return interrupted(ctx)
+	}
+	return err
 }
 
 // withDefaults fills in the writers, and the working directory.
@@ -106,8 +141,9 @@ func logPlan(log *slog.Logger, slots []Slot) {
 	}
 }
 
-// preflight checks the hosts of the job, within the start timeout.
-func preflight(ctx context.Context, c Config, slots []Slot, spawnerFor func(string) Spawner) error {
+// preflight checks the hosts of the job, within the start timeout, and
+// where addrOf is not nil that they connect back to addrOf(host).
+func preflight(ctx context.Context, c Config, slots []Slot, spawnerFor func(string) Spawner, addrOf func(string) string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 	defer cancel()
 	hosts := UsedHosts(slots)
@@ -115,17 +151,14 @@ func preflight(ctx context.Context, c Config, slots []Slot, spawnerFor func(stri
 	for i, h := range hosts {
 		names[i] = h.Name
 	}
-	return checkHosts(ctx, names, spawnerFor)
+	return checkHosts(ctx, names, spawnerFor, addrOf)
 }
 
-// startRendezvous makes the job secret and starts the rendezvous service,
-// and returns the environment that every rank shares (knobs, address,
-// secret).
-func startRendezvous(c Config, slots []Slot, log *slog.Logger) (WorkerEnv, *rendezvous.Server, error) {
-	addr, err := c.listenAddr()
-	if err != nil {
-		return WorkerEnv{}, nil, err
-	}
+// startRendezvous makes the job secret and starts the rendezvous service
+// where plan says, and returns the environment that every rank shares
+// (knobs, address, secret); the address is that of this machine's ranks
+// (see withHostAddrs for the others).
+func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger) (WorkerEnv, *rendezvous.Server, error) {
 	secret, err := NewSecret()
 	if err != nil {
 		return WorkerEnv{}, nil, err
@@ -139,16 +172,17 @@ func startRendezvous(c Config, slots []Slot, log *slog.Logger) (WorkerEnv, *rend
 		srvLog = log
 	}
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{
-		Addr: addr, Secret: secret, Size: len(slots), Hosts: hosts, Logger: srvLog,
+		Addr: plan.listen, Secret: secret, Size: len(slots), Hosts: hosts, Logger: srvLog,
 	})
 	if err == nil {
 		err = srv.Start()
 	}
 	if err != nil {
-		return WorkerEnv{}, nil, fmt.Errorf("runner: rendezvous service: %w", err)
+		return WorkerEnv{}, nil, c.listenError(plan.listen, err)
 	}
+	plan.log(log, srv.Addr(), remoteHosts(slots))
 	env := c.jobEnv()
-	env.RendezvousAddr = srv.Addr()
+	env.RendezvousAddr = plan.addrFor("", srv.Addr())
 	env.Secret = secret
 	return env, srv, nil
 }

@@ -129,7 +129,14 @@ func sshCheckHost(ctx context.Context, cfg SSHConfig, host string) *SSHError {
 	if err == nil || errors.Is(err, exec.ErrWaitDelay) {
 		return nil
 	}
-	e := &SSHError{Host: host, Rank: -1, Stderr: tail.String(), Err: err}
+	return sshCheckFailure(ctx, cctx, host, tail.String(), err, limit)
+}
+
+// sshCheckFailure describes a check of host that ssh could not run, within
+// ctx (the whole check's) and cctx (this host's, limit long): ssh's own
+// words (stderr) and err, or why it gave none.
+func sshCheckFailure(ctx, cctx context.Context, host, stderr string, err error, limit time.Duration) *SSHError {
+	e := &SSHError{Host: host, Rank: -1, Stderr: stderr, Err: err}
 	switch {
 	case ctx.Err() != nil:
 		e.Stderr, e.Err = "", fmt.Errorf("stopped before ssh answered: %w", context.Cause(ctx))
