@@ -6,8 +6,18 @@ package collective
 // receives segment j+1, so for large buffers the time approaches one copy of
 // the buffer over one link whatever the number of ranks.
 func ChainBroadcast(rank, size, root, count, seg int) []Step {
-	v := mod(rank-root, size) // position in the chain
-	next, prev := mod(rank+1, size), mod(rank-1, size)
+	order := make([]int, size)
+	for p := range order {
+		order[p] = mod(root+p, size)
+	}
+	return chainBroadcast(members{ranks: order, size: size, pos: mod(rank-root, size)}, count, seg)
+}
+
+// chainBroadcast is the pipelined broadcast of count elements along the
+// chain of ch's positions 0, 1, ..., size-1, from the rank at position 0.
+func chainBroadcast(ch members, count, seg int) []Step {
+	v, size := ch.pos, ch.size
+	next, prev := ch.at(v+1), ch.at(v-1)
 	m := pieces(count, seg)
 	var steps []Step
 	for j := range m + 1 {

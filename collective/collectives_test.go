@@ -42,27 +42,7 @@ func TestAllgatherv(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/n%d", tr.Name, n), func(t *testing.T) {
 				cs := meshtest.Comms(t, tr.Make, n, collective.Options{SegmentBytes: 64, InlineBytes: 256})
 				for _, base := range []int{0, 1, 7, 300} {
-					counts := vcounts(n, base)
-					off, total := offsets(counts), sum(counts)
-					bufs := make([][]int64, n)
-					for r := range bufs {
-						bufs[r] = make([]int64, total)
-						for e := range counts[r] {
-							bufs[r][off[r]+e] = int64(r*1_000_000 + e)
-						}
-					}
-					meshtest.MustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
-						return collective.Allgather(context.Background(), c, bufs[r], counts)
-					}))
-					for r := range bufs {
-						for c := range n {
-							for e := range counts[c] {
-								if got := bufs[r][off[c]+e]; got != int64(c*1_000_000+e) {
-									t.Fatalf("counts %v: rank %d element %d of chunk %d = %d", counts, r, e, c, got)
-								}
-							}
-						}
-					}
+					allgatherCase(t, cs, vcounts(n, base))
 				}
 			})
 		}
@@ -154,25 +134,7 @@ func TestBroadcastEveryRoot(t *testing.T) {
 				cs := meshtest.Comms(t, tr.Make, n, collective.Options{SegmentBytes: 1000, InlineBytes: 100})
 				for root := range n {
 					for _, count := range []int{0, 1, 99, 100_003} {
-						bufs := make([][]uint8, n)
-						for r := range bufs {
-							bufs[r] = make([]uint8, count)
-							if r == root {
-								for i := range bufs[r] {
-									bufs[r][i] = uint8(i*31 + root)
-								}
-							}
-						}
-						meshtest.MustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
-							return collective.Broadcast(context.Background(), c, bufs[r], root)
-						}))
-						for r := range bufs {
-							for i, v := range bufs[r] {
-								if v != uint8(i*31+root) {
-									t.Fatalf("root %d count %d: rank %d byte %d = %d", root, count, r, i, v)
-								}
-							}
-						}
+						broadcastCase(t, cs, root, count)
 					}
 				}
 			})

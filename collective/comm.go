@@ -30,7 +30,31 @@ type Options struct {
 	// step by step in the caller's goroutine (lowest latency). It must stay
 	// well below what the transport buffers without a reader.
 	InlineBytes int
+	// Hosts gives the host of each rank (any small integers; ranks with the
+	// same number share a host); nil or a length other than the size means
+	// one host per rank. It enables the hierarchical algorithms.
+	Hosts []int
+	// Hierarchical chooses between the flat and the two-level algorithms
+	// of all-reduce, all-gather and broadcast (see Hierarchy); it can be
+	// changed later with SetHierarchical.
+	Hierarchical Hierarchy
 }
+
+// Hierarchy chooses how collectives run on a job that spans hosts.
+type Hierarchy uint8
+
+// The choices of Hierarchy.
+const (
+	// HierarchyAuto (the zero value) runs two levels where they are
+	// measured to be faster: several hosts, the same number of ranks on
+	// each (at least two), and buffers beyond the inline size.
+	HierarchyAuto Hierarchy = iota
+	// HierarchyOn runs two levels wherever the layout allows them (several
+	// hosts, the same number of ranks on each), whatever the size.
+	HierarchyOn
+	// HierarchyOff keeps the flat algorithms over all ranks.
+	HierarchyOff
+)
 
 func (o Options) withDefaults() Options {
 	if o.SegmentBytes <= 0 {
@@ -62,6 +86,8 @@ type Comm struct {
 	failMu sync.Mutex
 	cause  error
 
+	hier hierarchy // the layout in hosts; guarded by mu
+
 	hopsOnce sync.Once // Agree's hops, derived once (they depend on the size only)
 	hops     []hop
 	hopsErr  error
@@ -75,7 +101,25 @@ type planKey struct {
 
 // NewComm returns a communicator over t. The Comm owns t: Close closes it.
 func NewComm(t Transport, opts Options) *Comm {
-	return &Comm{t: t, opts: opts.withDefaults(), plans: map[planKey]*plan{}}
+	c := &Comm{t: t, opts: opts.withDefaults(), plans: map[planKey]*plan{}}
+	c.hier = newHierarchy(opts.Hosts, t.Size(), opts.Hierarchical)
+	return c
+}
+
+// SetHierarchical changes the choice of algorithms for the operations that
+// start after it. Every rank must make the same change between the same
+// two operations, as they agree on every other argument.
+func (c *Comm) SetHierarchical(h Hierarchy) {
+	c.mu.Lock()
+	c.hier.mode = h
+	c.mu.Unlock()
+}
+
+// Hierarchical reports the current choice (see SetHierarchical).
+func (c *Comm) Hierarchical() Hierarchy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hier.mode
 }
 
 // Rank is this rank's index in [0, Size).

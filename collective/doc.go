@@ -12,7 +12,9 @@
 // steps one rank performs: which segment it sends to whom, which it
 // receives from whom, and whether it copies or reduces what it receives.
 // RingAllreduce, RingReduceScatter, RingAllgather, ChainBroadcast,
-// ShiftAlltoall and DisseminationBarrier are the schedules; the tests run
+// ShiftAlltoall, DisseminationBarrier and the two-level
+// HierarchicalAllreduce, HierarchicalAllgather and HostOrderedBroadcast
+// are the schedules; the tests run
 // all ranks' schedules through a goroutine-free simulation that checks
 // sends match receives, every element of an all-reduce is reduced exactly
 // size-1 times, and segments cover the buffer exactly. partition is the
@@ -33,6 +35,33 @@
 //	                reduces the chunk arriving from the left;
 //	all-gather:     2 rounds circulating the reduced chunks.
 //	Each rank sends and receives 2(n-1)/n of the buffer in all.
+//
+// # Two levels across hosts
+//
+// A Comm that knows each rank's host (Options.Hosts) runs two-level
+// schedules where the network, not memory, is the limit
+// (Options.Hierarchical, SetHierarchical):
+//
+//	HierarchicalAllreduce, per block of the buffer:
+//	  1. reduce-scatter inside each host (m ranks, m chunks);
+//	  2. all-reduce of chunk i across hosts among the ranks with local
+//	     index i (one ring per local index, all at once);
+//	  3. all-gather inside each host.
+//	Each host sends 2(H-1)/H of the buffer across the network (H hosts),
+//	where a flat ring sends 2(n-1)/n of it over the busiest link between
+//	hosts: 1.5x less for 2 hosts of 2 ranks.
+//
+// The blocks are software-pipelined (one block's transfer across hosts
+// overlaps the next block's reduce-scatter and the previous block's
+// all-gather inside the hosts), and every block's in-host messages are
+// about one segment, so a send inside the host never waits long enough to
+// starve the network. HierarchicalAllgather exchanges each block's pieces
+// across hosts among ranks with the same local index, then inside each
+// host; HostOrderedBroadcast chains the hosts one after another. Two-level
+// all-reduce and all-gather need the same number of ranks (at least two)
+// on every host and otherwise stay flat; the host-ordered broadcast takes
+// any layout. HierarchyAuto takes two levels for operations larger than
+// Options.InlineBytes.
 //
 // Agree is the one operation made for the engine above this package
 // (package collective/engine): a Min all-reduce of a byte vector in which

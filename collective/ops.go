@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -148,6 +149,17 @@ func countsKey(counts []int) string {
 
 func (c *Comm) segElems(esz int) int { return max(1, c.opts.SegmentBytes/esz) }
 
+// maxBlocks bounds the blocks of a pipelined two-level collective.
+const maxBlocks = 256
+
+// blocks is the number of blocks a pipelined two-level collective cuts
+// count elements into: blocks of about per elements, so that each message
+// inside a host is about one segment and fits the links' buffers, which
+// keeps the in-host sends from holding up the transfers between hosts.
+func (c *Comm) blocks(count, per int) int {
+	return min(maxBlocks, max(1, (count+per-1)/per))
+}
+
 // Allreduce reduces buf element-wise across all ranks with op, in place:
 // afterwards every rank holds the same result.
 func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op kernels.Op, o ReduceOptions) error {
@@ -180,6 +192,13 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 // pipelined ring otherwise (bandwidth-bound: fewest bytes per rank). It
 // returns the plan's key and the schedule that builds it.
 func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
+	if c.hier.twoLevel(count*esz, c.opts.InlineBytes) {
+		hosts, seg := c.hier.hosts, c.segElems(esz)
+		blocks := c.blocks(count, len(hosts[0])*seg)
+		return planKey{alg: "allreduce-hier", count: count, esz: esz}, func() []Step {
+			return HierarchicalAllreduce(c.Rank(), hosts, count, seg, blocks)
+		}
+	}
 	if count*esz <= c.opts.InlineBytes {
 		return planKey{alg: "allreduce-doubling", count: count, esz: esz}, func() []Step {
 			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
@@ -242,9 +261,15 @@ func (c *Comm) Allgather(ctx context.Context, dt kernels.DType, buf []byte, coun
 	if err := x.checkCounts(counts, n); err != nil {
 		return err
 	}
-	p, err := x.plan(planKey{alg: x.name, count: n, esz: dt.Size(), counts: countsKey(counts)}, func() []Step {
+	key, mk := planKey{alg: x.name, count: n, esz: dt.Size(), counts: countsKey(counts)}, func() []Step {
 		return RingAllgather(c.Rank(), counts, c.segElems(dt.Size()))
-	})
+	}
+	if c.hier.twoLevel(len(buf), c.opts.InlineBytes) {
+		hosts, seg := c.hier.hosts, c.segElems(dt.Size())
+		blocks := c.blocks(slices.Max(counts), seg)
+		key.alg, mk = "allgather-hier", func() []Step { return HierarchicalAllgather(c.Rank(), hosts, counts, seg, blocks) }
+	}
+	p, err := x.plan(key, mk)
 	if err != nil {
 		return err
 	}
@@ -262,9 +287,14 @@ func (c *Comm) Broadcast(ctx context.Context, buf []byte, root int) error {
 	if root < 0 || root >= c.Size() {
 		return x.invalid("root %d outside [0, %d)", root, c.Size())
 	}
-	p, err := x.plan(planKey{alg: x.name, root: root, count: n, esz: 1}, func() []Step {
+	key, mk := planKey{alg: x.name, root: root, count: n, esz: 1}, func() []Step {
 		return ChainBroadcast(c.Rank(), c.Size(), root, n, c.segElems(1))
-	})
+	}
+	if c.hier.hostOrdered() {
+		hosts := c.hier.hosts
+		key.alg, mk = "broadcast-hosts", func() []Step { return HostOrderedBroadcast(c.Rank(), hosts, root, n, c.segElems(1)) }
+	}
+	p, err := x.plan(key, mk)
 	if err != nil {
 		return err
 	}

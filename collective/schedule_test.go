@@ -132,6 +132,67 @@ func (s *sim) step(t *testing.T, r, i int, sent *bool) bool {
 	return true
 }
 
+// checkAllreduced fails t unless every element of every rank's buffer
+// holds every rank's contribution, reduced size-1 times in all.
+func (s *sim) checkAllreduced(t *testing.T, count int) {
+	t.Helper()
+	all := uint32(1)<<s.size - 1
+	for e := range count {
+		total := 0
+		for r := range s.size {
+			if s.bufs[r][0][e] != all {
+				t.Fatalf("rank %d element %d has contributions %b", r, e, s.bufs[r][0][e])
+			}
+			total += s.reduces[r][e]
+		}
+		if total != s.size-1 {
+			t.Fatalf("element %d reduced %d times in all, want %d", e, total, s.size-1)
+		}
+	}
+}
+
+// checkGathered fails t unless every rank holds chunk c of l from rank c.
+func (s *sim) checkGathered(t *testing.T, l layout) {
+	t.Helper()
+	for r := range s.size {
+		for c := range s.size {
+			for e := l.off[c]; e < l.off[c]+l.n[c]; e++ {
+				if s.bufs[r][0][e] != 1<<c {
+					t.Fatalf("n=%d rank %d element %d (chunk %d): %b", s.size, r, e, c, s.bufs[r][0][e])
+				}
+			}
+		}
+	}
+}
+
+// ownChunk gives rank r chunk r of l, of its own, and zeros elsewhere.
+func ownChunk(l layout) func(r int) [2][]uint32 {
+	total := 0
+	if n := len(l.n); n > 0 {
+		total = l.off[n-1] + l.n[n-1]
+	}
+	return func(r int) [2][]uint32 {
+		b := make([]uint32, total)
+		for e := l.off[r]; e < l.off[r]+l.n[r]; e++ {
+			b[e] = 1 << r
+		}
+		return [2][]uint32{b}
+	}
+}
+
+// rootOwns gives root count elements of its own and the others zeros.
+func rootOwns(root, count int) func(r int) [2][]uint32 {
+	return func(r int) [2][]uint32 {
+		b := make([]uint32, count)
+		if r == root {
+			for i := range b {
+				b[i] = 1 << r
+			}
+		}
+		return [2][]uint32{b}
+	}
+}
+
 func own(count int) func(r int) [2][]uint32 {
 	return func(r int) [2][]uint32 {
 		b := make([]uint32, count)
@@ -153,19 +214,7 @@ func TestRingAllreduceSchedule(t *testing.T) {
 				t.Run(fmt.Sprintf("n%d/c%d/seg%d", n, count, seg), func(t *testing.T) {
 					s := newSim(t, n, func(r int) []Step { return RingAllreduce(r, n, count, seg) }, own(count))
 					s.run(t)
-					all := uint32(1)<<n - 1
-					for e := range count {
-						total := 0
-						for r := range n {
-							if s.bufs[r][0][e] != all {
-								t.Fatalf("rank %d element %d has contributions %b", r, e, s.bufs[r][0][e])
-							}
-							total += s.reduces[r][e]
-						}
-						if total != n-1 {
-							t.Fatalf("element %d reduced %d times in all, want %d", e, total, n-1)
-						}
-					}
+					s.checkAllreduced(t, count)
 				})
 			}
 		}
@@ -200,25 +249,9 @@ func TestRingAllgatherSchedule(t *testing.T) {
 			counts[i] = (i*5 + 2) % 4
 		}
 		l := countsLayout(counts)
-		total := l.off[n-1] + l.n[n-1]
-		init := func(r int) [2][]uint32 {
-			b := make([]uint32, total)
-			for e := l.off[r]; e < l.off[r]+l.n[r]; e++ {
-				b[e] = 1 << r
-			}
-			return [2][]uint32{b}
-		}
-		s := newSim(t, n, func(r int) []Step { return RingAllgather(r, counts, 1) }, init)
+		s := newSim(t, n, func(r int) []Step { return RingAllgather(r, counts, 1) }, ownChunk(l))
 		s.run(t)
-		for r := range n {
-			for c := range n {
-				for e := l.off[c]; e < l.off[c]+l.n[c]; e++ {
-					if s.bufs[r][0][e] != 1<<c {
-						t.Fatalf("n=%d rank %d element %d (chunk %d): %b", n, r, e, c, s.bufs[r][0][e])
-					}
-				}
-			}
-		}
+		s.checkGathered(t, l)
 	}
 }
 
@@ -226,16 +259,7 @@ func TestChainBroadcastSchedule(t *testing.T) {
 	for _, n := range simSizes {
 		for root := range n {
 			for _, count := range []int{0, 1, 10} {
-				init := func(r int) [2][]uint32 {
-					b := make([]uint32, count)
-					if r == root {
-						for i := range b {
-							b[i] = 1 << r
-						}
-					}
-					return [2][]uint32{b}
-				}
-				s := newSim(t, n, func(r int) []Step { return ChainBroadcast(r, n, root, count, 3) }, init)
+				s := newSim(t, n, func(r int) []Step { return ChainBroadcast(r, n, root, count, 3) }, rootOwns(root, count))
 				s.run(t)
 				for r := range n {
 					for e := range count {

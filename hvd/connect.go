@@ -18,8 +18,8 @@ import (
 // rendezvous (gorun's, or rank 0's under another launcher), waits for the
 // peer table and forms the TCP mesh, all within the start timeout. It
 // returns env with the local and cross ranks filled in where the plan
-// derives them from the peer table.
-func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logger) (collective.Transport, *rendezvous.Client, runner.WorkerEnv, error) {
+// derives them from the peer table, and the host of every rank.
+func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logger) (collective.Transport, *rendezvous.Client, runner.WorkerEnv, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.StartTimeout)
 	defer cancel()
 	where := fmt.Sprintf("hvd: rank %d on %s", env.Rank, env.Hostname)
@@ -28,36 +28,36 @@ func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, lo
 	}
 	rdv, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret, rendezvous.WithLogger(log))
 	if err != nil {
-		return nil, nil, env, fmt.Errorf("%s: joining the rendezvous at %s: %w", where, env.RendezvousAddr, err)
+		return nil, nil, env, nil, fmt.Errorf("%s: joining the rendezvous at %s: %w", where, env.RendezvousAddr, err)
 	}
-	tr, env, err := mesh(ctx, env, plan, rdv, log)
+	tr, env, hostOf, err := mesh(ctx, env, plan, rdv, log)
 	if err != nil {
 		rdv.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, env, fmt.Errorf("%s: the job did not start within %v: %w", where, env.StartTimeout, err)
+			return nil, nil, env, nil, fmt.Errorf("%s: the job did not start within %v: %w", where, env.StartTimeout, err)
 		}
-		return nil, nil, env, fmt.Errorf("%s: %w", where, err)
+		return nil, nil, env, nil, fmt.Errorf("%s: %w", where, err)
 	}
-	return tr, rdv, env, nil
+	return tr, rdv, env, hostOf, nil
 }
 
-func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, runner.WorkerEnv, error) {
+func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, runner.WorkerEnv, []string, error) {
 	host, err := runner.DataPlaneHost(env.BindAddr, env.RendezvousAddr, env.LocalSize == env.Size, plan.RouteHints)
 	if err != nil {
-		return nil, env, err
+		return nil, env, nil, err
 	}
 	ln, err := tcptransport.Listen(net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, env, err
+		return nil, env, nil, err
 	}
 	if err := rdv.Register(ctx, env.Rank, env.Hostname, ln.Addr()); err != nil {
 		ln.Close()
-		return nil, env, err
+		return nil, env, nil, err
 	}
 	peers, err := rdv.PeerTable(ctx)
 	if err != nil { // stay registered: the others' errors name the ranks that never came, not this one
 		ln.Close()
-		return nil, env, err
+		return nil, env, nil, err
 	}
 	addrs := make([]string, env.Size)
 	hostOf := make([]string, env.Size)
@@ -75,7 +75,7 @@ func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *
 	if err != nil {
 		leave(rdv, log)
 	}
-	return tr, env, err
+	return tr, env, hostOf, err
 }
 
 // leaveTimeout bounds telling the rendezvous that a registration is void.

@@ -31,8 +31,10 @@
 // ranks, fuses ready all-reduces into large ones and remembers past
 // negotiations (engine.Engine; the knobs are gorun's --fusion-threshold-mb,
 // --cycle-time-ms, --cache-capacity, --stall-check-time, --stall-shutdown-time
-// and --timeline-filename). A rank that runs out of data calls Join, and the
-// others' all-reduces go on without it until every rank has joined.
+// and --timeline-filename; --autotune tunes the first three, and the
+// hierarchical switch, while the job trains). A rank that runs out of data
+// calls Join, and the others' all-reduces go on without it until every
+// rank has joined.
 //
 // Tensors in GPU memory (DeviceTensor) have their own AllreduceDevice,
 // BroadcastDevice and AllgatherDevice in a build with -tags cuda; they are

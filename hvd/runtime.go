@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // Runtime is one rank's view of a job: its place in the job and the
@@ -27,8 +29,10 @@ type Runtime struct {
 	comm     *collective.Comm
 	engine   *engine.Engine
 	timeline *os.File           // rank 0's timeline file, or nil
+	tuneLog  *os.File           // rank 0's autotuning log, or nil
 	rdv      *rendezvous.Client // gorun's rendezvous; nil without gorun
 	launcher string             // what started the job (runner.Launcher*)
+	hostOf   []string           // each rank's host, from the rendezvous; nil for a given transport
 
 	stop context.CancelFunc // ends the launcher watch
 	dev  deviceState        // the GPU context and staging buffers, opened on first use
@@ -63,7 +67,12 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("hvd: transport is rank %d of %d, environment says %d of %d", tr.Rank(), tr.Size(), env.Rank, env.Size)
 	}
 	tr = r.reportPeerFailures(tr) // tells gorun when a peer's failure fails this rank (blame.go)
-	r.comm = collective.NewComm(tr, cfg.Comm)
+	copts := r.commOptions(cfg.Comm)
+	r.comm = collective.NewComm(tr, copts)
+	if env.Rank == 0 && copts.Hosts != nil {
+		r.log.Debug("hvd: host layout", "hosts", len(slices.Compact(slices.Sorted(slices.Values(copts.Hosts)))), "ranks", env.Size,
+			"two_level", r.comm.HierarchicalLayout(), "hierarchical", r.env.Hierarchical.String())
+	}
 	ecfg, err := r.engineConfig()
 	if err != nil {
 		r.comm.Close()
@@ -112,14 +121,14 @@ func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Tr
 		}
 		defer srv.Stop()
 	}
-	tr, rdv, env, err := connect(ctx, r.env, plan, r.log)
+	tr, rdv, env, hostOf, err := connect(ctx, r.env, plan, r.log)
 	if err != nil {
 		if srv != nil {
 			abortRendezvous(srv, err)
 		}
 		return nil, err
 	}
-	r.env = env
+	r.env, r.hostOf = env, hostOf
 	if plan.Launcher == runner.LauncherGorun || plan.Launcher == "" {
 		r.rdv = rdv
 	} else {
@@ -129,18 +138,48 @@ func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Tr
 }
 
 // engineConfig builds the engine's configuration from the environment's
-// knobs and opens rank 0's timeline file.
+// knobs and opens rank 0's timeline file and, when autotuning a job of
+// several ranks, its autotuning log.
 func (r *Runtime) engineConfig() (engine.Config, error) {
 	env := r.env
 	cfg := engine.Config{Engine: env.Engine, Logger: r.log}
-	if env.TimelinePath != "" && env.Rank == 0 {
+	if env.Rank != 0 {
+		return cfg, nil
+	}
+	if env.TimelinePath != "" {
 		f, err := os.Create(env.TimelinePath)
 		if err != nil {
 			return cfg, fmt.Errorf("hvd: timeline: %w", err)
 		}
 		r.timeline, cfg.Timeline = f, f
 	}
+	if env.Autotune && env.AutotuneLogPath != "" && env.Size > 1 {
+		f, err := os.Create(env.AutotuneLogPath)
+		if err != nil {
+			r.closeFiles()
+			return cfg, fmt.Errorf("hvd: autotune log: %w", err)
+		}
+		r.tuneLog, cfg.AutotuneLog = f, f
+	}
 	return cfg, nil
+}
+
+// closeFiles closes rank 0's timeline and autotuning log and returns the
+// first error.
+func (r *Runtime) closeFiles() error {
+	var first error
+	for _, c := range []struct {
+		f    *os.File
+		what string
+	}{{r.timeline, "timeline"}, {r.tuneLog, "autotune log"}} {
+		if c.f == nil {
+			continue
+		}
+		if err := c.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) && first == nil {
+			first = fmt.Errorf("hvd: %s: %w", c.what, err)
+		}
+	}
+	return first
 }
 
 // watchLauncher fails the communicator when the launcher goes away.
@@ -216,10 +255,10 @@ func (r *Runtime) Join(ctx context.Context) (lastRank int, err error) {
 }
 
 // Shutdown stops accepting operations, fails those still in flight, stops
-// the engine, closes the connections (and rank 0's timeline), tells gorun's
-// rendezvous that this rank left (so that a new runtime of this rank may
-// join again: every rank's next runtime forms a new mesh) and returns once
-// the runtime's goroutines are gone. It is not collective: a rank may shut
+// the engine, closes the connections (and rank 0's timeline and autotuning
+// log), tells gorun's rendezvous that this rank left (so that a new
+// runtime of this rank may join again: every rank's next runtime forms a
+// new mesh) and returns once the runtime's goroutines are gone. It is not collective: a rank may shut
 // down while others still run, and their operations then fail naming it.
 // Shutdown is idempotent.
 func (r *Runtime) Shutdown() error {
@@ -236,12 +275,7 @@ func (r *Runtime) Shutdown() error {
 		}
 		r.rdv.Close()
 	}
-	if r.timeline != nil {
-		if err := r.timeline.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-			return fmt.Errorf("hvd: timeline: %w", err)
-		}
-	}
-	return nil
+	return r.closeFiles()
 }
 
 // Comm is the communicator under the runtime, for benchmarks and tools
@@ -252,4 +286,35 @@ func (r *Runtime) Shutdown() error {
 func (r *Runtime) Comm() *collective.Comm {
 	r.engine.Quiesce(context.Background())
 	return r.comm
+}
+
+// commOptions completes the communicator's options from the job: the
+// host of every rank (unless opts names them), which the hierarchical
+// algorithms follow, and the hierarchical switch of the knobs.
+func (r *Runtime) commOptions(opts collective.Options) collective.Options {
+	if opts.Hosts == nil && len(r.hostOf) == r.env.Size {
+		index := map[string]int{}
+		opts.Hosts = make([]int, len(r.hostOf))
+		for i, h := range r.hostOf {
+			if _, ok := index[h]; !ok {
+				index[h] = len(index)
+			}
+			opts.Hosts[i] = index[h]
+		}
+	}
+	if opts.Hierarchical == collective.HierarchyAuto {
+		opts.Hierarchical = hierarchy(r.env.Hierarchical)
+	}
+	return opts
+}
+
+// hierarchy converts the knob to the communicator's choice.
+func hierarchy(s settings.Switch) collective.Hierarchy {
+	switch s {
+	case settings.On:
+		return collective.HierarchyOn
+	case settings.Off:
+		return collective.HierarchyOff
+	}
+	return collective.HierarchyAuto
 }

@@ -12,7 +12,8 @@ import (
 // that KnobsFromEnviron reads.
 func KnobVars() []string {
 	return []string{EnvStartTimeout, EnvFusionThreshold, EnvCycleTime, EnvCacheCapacity,
-		EnvStallCheckTime, EnvStallShutdownTime, EnvTimeline, EnvLogLevel, EnvOpTimeout, EnvNoSharedMemory}
+		EnvStallCheckTime, EnvStallShutdownTime, EnvTimeline, EnvLogLevel, EnvOpTimeout, EnvNoSharedMemory,
+		EnvHierarchical, EnvAutotune, EnvAutotuneLog}
 }
 
 // KnobsFromEnviron gives the knobs of c that were not set explicitly the

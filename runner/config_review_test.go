@@ -133,6 +133,7 @@ func TestKnobsFromEnviron(t *testing.T) {
 		EnvStartTimeout: "45s", EnvFusionThreshold: "1048576", EnvCycleTime: "2ms", EnvCacheCapacity: "7",
 		EnvStallCheckTime: "10s", EnvStallShutdownTime: "20s", EnvTimeline: "/tmp/tl.json",
 		EnvLogLevel: "debug", EnvOpTimeout: "1m", EnvNoSharedMemory: "1",
+		EnvHierarchical: "on", EnvAutotune: "1", EnvAutotuneLog: "/tmp/tune.csv",
 	}
 	c := DefaultConfig()
 	if err := c.KnobsFromEnviron(func(k string) string { return env[k] }, nil); err != nil {
@@ -140,7 +141,8 @@ func TestKnobsFromEnviron(t *testing.T) {
 	}
 	if c.StartTimeout != 45*time.Second || c.FusionThreshold != 1<<20 || c.CycleTime != 2*time.Millisecond ||
 		c.CacheCapacity != 7 || c.StallWarning != 10*time.Second || c.StallShutdown != 20*time.Second ||
-		c.TimelinePath != "/tmp/tl.json" || c.LogLevel != "debug" || c.OpTimeout != time.Minute || !c.NoSharedMemory {
+		c.TimelinePath != "/tmp/tl.json" || c.LogLevel != "debug" || c.OpTimeout != time.Minute || !c.NoSharedMemory ||
+		c.Hierarchical != settings.On || !c.Autotune || c.AutotuneLogPath != "/tmp/tune.csv" {
 		t.Errorf("knobs from the environment: %+v", c)
 	}
 	if len(KnobVars()) != len(env) {

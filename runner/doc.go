@@ -71,6 +71,9 @@
 //	GOROVOD_LOG_LEVEL            debug, info, warn or error (info)
 //	GOROVOD_OP_TIMEOUT           bound on every wait for another rank, negotiation included, 0 = none (10m)
 //	GOROVOD_NO_SHARED_MEMORY     1: links between ranks on one host stay on TCP, 0: shared memory (0)
+//	GOROVOD_HIERARCHICAL_ALLREDUCE  auto, on or off: two-level all-reduce, all-gather and broadcast across hosts (auto)
+//	GOROVOD_AUTOTUNE             1: rank 0 tunes the knobs while the job trains, 0: off (0)
+//	GOROVOD_AUTOTUNE_LOG         CSV file of the autotuner's trials ("" = none)
 //
 // Durations use Go syntax ("1ms", "60s", "1m30s"). Without GOROVOD_RANK a
 // process is a single rank of size 1. The secret never appears on a command
@@ -111,12 +114,20 @@
 // DefaultConfig; Validate reports every broken invariant at once):
 //
 //  1. Assign places cfg.NP ranks on cfg.Hosts (localhost when empty).
-//  2. Hosts whose spawner is a HostChecker (ssh) are checked, all at once,
-//     within StartTimeout; a failure ends Launch before any rank starts.
+//  2. The rendezvous address: BindAddr, the address of NetworkInterface,
+//     127.0.0.1 when every host is local, else the local address of this
+//     machine's route to the remote hosts (one address where they agree;
+//     every interface, each host dialing its own route's address, where
+//     they differ; see Launch).
 //  3. A fresh job secret (NewSecret) and the rendezvous service
-//     (runner/rendezvous) on BindAddr, the address of NetworkInterface, or
-//     127.0.0.1 when every host is local.
-//  4. Each rank starts, in rank order, with the job's WorkerEnv for its slot
+//     (runner/rendezvous) on that address.
+//  4. Hosts whose spawner is a HostChecker (ssh) are checked, all at once,
+//     within StartTimeout; a ReachChecker (ssh) also has each host connect
+//     back to its rendezvous address. A failure ends Launch before any
+//     rank starts; a host that cannot connect back is a *ConnectBackError
+//     that names it, the address and the flags --bind-addr and
+//     --network-interface.
+//  5. Each rank starts, in rank order, with the job's WorkerEnv for its slot
 //     plus the -x variables (ForwardEnv), in gorun's working directory. The
 //     spawner is chosen per host: LocalSpawner for localhost, 127.0.0.1,
 //     ::1 and this machine's name (IsLocalHost), ssh for the others;
@@ -151,7 +162,9 @@
 // same way and returns an error wrapping ErrInterrupted. It returns nil when
 // every rank exits 0; a program that never calls hvd.Init simply runs. Ranks
 // that are still waiting for each other at StartTimeout report it in
-// hvd.Init, not here. Launch returns only after every rank is gone (or,
+// hvd.Init, not here; but when the job then fails and a remote host's ranks
+// never registered while others did, Launch names that host first, as a
+// *ConnectBackError. Launch returns only after every rank is gone (or,
 // after SIGKILL, 2 s more have passed), and leaves no goroutine behind.
 //
 // A local rank gets SIGKILL when gorun itself dies, even by SIGKILL (Linux's

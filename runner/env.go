@@ -23,26 +23,29 @@ import (
 // rest carry the fields of settings.Knobs (named in the comments), and an
 // unset or empty one keeps its default (settings.Defaults).
 const (
-	EnvRank              = "GOROVOD_RANK"                // global rank
-	EnvSize              = "GOROVOD_SIZE"                // number of ranks
-	EnvLocalRank         = "GOROVOD_LOCAL_RANK"          // rank among the ranks on this host
-	EnvLocalSize         = "GOROVOD_LOCAL_SIZE"          // number of ranks on this host
-	EnvCrossRank         = "GOROVOD_CROSS_RANK"          // host position among hosts with this local rank
-	EnvCrossSize         = "GOROVOD_CROSS_SIZE"          // number of hosts with this local rank
-	EnvHostname          = "GOROVOD_HOSTNAME"            // host name from the host list
-	EnvRendezvousAddr    = "GOROVOD_RENDEZVOUS_ADDR"     // host:port of the rendezvous service
-	EnvSecret            = "GOROVOD_SECRET"              // job secret, hex
-	EnvBindAddr          = "GOROVOD_BIND_ADDR"           // data-plane listen address or interface
-	EnvStartTimeout      = "GOROVOD_START_TIMEOUT"       // StartTimeout: Go duration
-	EnvFusionThreshold   = "GOROVOD_FUSION_THRESHOLD"    // FusionThreshold: bytes
-	EnvCycleTime         = "GOROVOD_CYCLE_TIME"          // CycleTime: Go duration
-	EnvCacheCapacity     = "GOROVOD_CACHE_CAPACITY"      // CacheCapacity: entries
-	EnvStallCheckTime    = "GOROVOD_STALL_CHECK_TIME"    // StallWarning: Go duration
-	EnvStallShutdownTime = "GOROVOD_STALL_SHUTDOWN_TIME" // StallShutdown: Go duration
-	EnvTimeline          = "GOROVOD_TIMELINE"            // TimelinePath: file path
-	EnvLogLevel          = "GOROVOD_LOG_LEVEL"           // LogLevel: debug, info, warn, error
-	EnvOpTimeout         = "GOROVOD_OP_TIMEOUT"          // OpTimeout: Go duration
-	EnvNoSharedMemory    = "GOROVOD_NO_SHARED_MEMORY"    // NoSharedMemory: 1 keeps same-host links on TCP, 0 (default) uses shared memory
+	EnvRank              = "GOROVOD_RANK"                   // global rank
+	EnvSize              = "GOROVOD_SIZE"                   // number of ranks
+	EnvLocalRank         = "GOROVOD_LOCAL_RANK"             // rank among the ranks on this host
+	EnvLocalSize         = "GOROVOD_LOCAL_SIZE"             // number of ranks on this host
+	EnvCrossRank         = "GOROVOD_CROSS_RANK"             // host position among hosts with this local rank
+	EnvCrossSize         = "GOROVOD_CROSS_SIZE"             // number of hosts with this local rank
+	EnvHostname          = "GOROVOD_HOSTNAME"               // host name from the host list
+	EnvRendezvousAddr    = "GOROVOD_RENDEZVOUS_ADDR"        // host:port of the rendezvous service
+	EnvSecret            = "GOROVOD_SECRET"                 // job secret, hex
+	EnvBindAddr          = "GOROVOD_BIND_ADDR"              // data-plane listen address or interface
+	EnvStartTimeout      = "GOROVOD_START_TIMEOUT"          // StartTimeout: Go duration
+	EnvFusionThreshold   = "GOROVOD_FUSION_THRESHOLD"       // FusionThreshold: bytes
+	EnvCycleTime         = "GOROVOD_CYCLE_TIME"             // CycleTime: Go duration
+	EnvCacheCapacity     = "GOROVOD_CACHE_CAPACITY"         // CacheCapacity: entries
+	EnvStallCheckTime    = "GOROVOD_STALL_CHECK_TIME"       // StallWarning: Go duration
+	EnvStallShutdownTime = "GOROVOD_STALL_SHUTDOWN_TIME"    // StallShutdown: Go duration
+	EnvTimeline          = "GOROVOD_TIMELINE"               // TimelinePath: file path
+	EnvLogLevel          = "GOROVOD_LOG_LEVEL"              // LogLevel: debug, info, warn, error
+	EnvOpTimeout         = "GOROVOD_OP_TIMEOUT"             // OpTimeout: Go duration
+	EnvNoSharedMemory    = "GOROVOD_NO_SHARED_MEMORY"       // NoSharedMemory: 1 keeps same-host links on TCP, 0 (default) uses shared memory
+	EnvHierarchical      = "GOROVOD_HIERARCHICAL_ALLREDUCE" // Hierarchical: auto (default), on or off
+	EnvAutotune          = "GOROVOD_AUTOTUNE"               // Autotune: 1 tunes the knobs while the job trains, 0 (default) does not
+	EnvAutotuneLog       = "GOROVOD_AUTOTUNE_LOG"           // AutotuneLogPath: CSV file of the autotuner's trials
 )
 
 // Variables that gorun never writes, read by Detect when another launcher
@@ -303,6 +306,9 @@ func envVars() []envVar {
 		stringVar(EnvLogLevel, func(e *WorkerEnv) *string { return &e.LogLevel }),
 		durationVar(EnvOpTimeout, func(e *WorkerEnv) *time.Duration { return &e.OpTimeout }),
 		boolVar(EnvNoSharedMemory, func(e *WorkerEnv) *bool { return &e.NoSharedMemory }),
+		switchVar(EnvHierarchical, func(e *WorkerEnv) *settings.Switch { return &e.Hierarchical }),
+		boolVar(EnvAutotune, func(e *WorkerEnv) *bool { return &e.Autotune }),
+		stringVar(EnvAutotuneLog, func(e *WorkerEnv) *string { return &e.AutotuneLogPath }),
 	}
 }
 
@@ -380,6 +386,21 @@ func durationVar(name string, field func(*WorkerEnv) *time.Duration) envVar {
 				return errors.New(`not a Go duration such as "1ms", "60s" or "1m30s"`)
 			}
 			*field(e) = d
+			return nil
+		},
+	}
+}
+
+// switchVar binds a settings.Switch written auto, on or off.
+func switchVar(name string, field func(*WorkerEnv) *settings.Switch) envVar {
+	return envVar{name: name,
+		get: func(e *WorkerEnv) string { return field(e).String() },
+		set: func(e *WorkerEnv, s string) (err error) {
+			v, err := settings.ParseSwitch(s)
+			if err != nil {
+				return errors.New("not auto, on or off")
+			}
+			*field(e) = v
 			return nil
 		},
 	}

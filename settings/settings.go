@@ -1,6 +1,10 @@
 package settings
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Defaults of the knobs (see Defaults).
 const (
@@ -57,6 +61,54 @@ type Engine struct {
 	// ranks to submit a tensor while they keep negotiating is a stall, not
 	// a timeout. Measured in real time. 0 means no bound.
 	OpTimeout time.Duration
+	// Hierarchical chooses the all-reduce, all-gather and broadcast of a
+	// job that spans hosts: On runs them in two levels (inside each host,
+	// then among hosts, one copy per host across the network), Off keeps
+	// the flat ring over every rank, and Auto (the zero value) takes the
+	// two levels where they are measured to be faster.
+	Hierarchical Switch
+	// Autotune lets rank 0 try fusion thresholds, cycle times, the
+	// hierarchical switch and the response cache while the job trains,
+	// scoring each by the bytes all-reduced per second, and keep the best.
+	Autotune bool
+}
+
+// Switch is a three-way setting: Auto (the zero value) leaves the choice to
+// a measured rule, On and Off force it.
+type Switch uint8
+
+// The values of a Switch.
+const (
+	Auto Switch = iota
+	On
+	Off
+)
+
+// String returns "auto", "on" or "off".
+func (s Switch) String() string {
+	switch s {
+	case Auto:
+		return "auto"
+	case On:
+		return "on"
+	case Off:
+		return "off"
+	}
+	return fmt.Sprintf("Switch(%d)", uint8(s))
+}
+
+// ParseSwitch reads "auto", "on" or "off" (any case; "1", "true", "0" and
+// "false" as on and off, as Horovod's variables are written).
+func ParseSwitch(s string) (Switch, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto":
+		return Auto, nil
+	case "on", "1", "true":
+		return On, nil
+	case "off", "0", "false":
+		return Off, nil
+	}
+	return Auto, fmt.Errorf("settings: %q is not auto, on or off", s)
 }
 
 // Knobs is every tuning knob of a job: the engine's, and those the rank
@@ -75,6 +127,9 @@ type Knobs struct {
 	// NoSharedMemory keeps links between ranks on one host on TCP instead
 	// of shared-memory rings.
 	NoSharedMemory bool
+	// AutotuneLogPath names the CSV file rank 0 writes every autotuning
+	// trial to (with Engine.Autotune); "" writes none.
+	AutotuneLogPath string
 }
 
 // DefaultEngine returns the engine knobs at their defaults: 64 MiB fusion,

@@ -21,3 +21,24 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Defaults() = %+v, want %+v", k, want)
 	}
 }
+
+func TestParseSwitch(t *testing.T) {
+	for in, want := range map[string]settings.Switch{"auto": settings.Auto, "ON": settings.On, " off ": settings.Off,
+		"1": settings.On, "true": settings.On, "0": settings.Off, "False": settings.Off} {
+		got, err := settings.ParseSwitch(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSwitch(%q) = %v, %v; want %v", in, got, err, want)
+		}
+		if back, err := settings.ParseSwitch(got.String()); err != nil || back != got {
+			t.Errorf("ParseSwitch(%q) = %v, %v; want %v", got.String(), back, err, got)
+		}
+	}
+	for _, bad := range []string{"", "yes", "2", "auto-ish"} {
+		if _, err := settings.ParseSwitch(bad); err == nil {
+			t.Errorf("ParseSwitch(%q) accepted", bad)
+		}
+	}
+	if s := settings.Switch(9).String(); s != "Switch(9)" {
+		t.Errorf("Switch(9).String() = %q", s)
+	}
+}

@@ -136,6 +136,10 @@ func knobsOf(c *cli.Context) (settings.Knobs, error) {
 	if !(ms > 0 && ms < 1e9) {
 		errs = append(errs, usagef("--cycle-time-ms %g: want a positive number of milliseconds", ms))
 	}
+	hier, err := settings.ParseSwitch(c.String("hierarchical-allreduce"))
+	if err != nil {
+		errs = append(errs, usagef("--hierarchical-allreduce %q: want on, off or auto", c.String("hierarchical-allreduce")))
+	}
 	k := settings.Knobs{
 		Engine: settings.Engine{
 			FusionThreshold: int64(mb) << 20,
@@ -144,11 +148,14 @@ func knobsOf(c *cli.Context) (settings.Knobs, error) {
 			StallWarning:    durationOf(c, "stall-check-time"),
 			StallShutdown:   durationOf(c, "stall-shutdown-time"),
 			OpTimeout:       durationOf(c, "op-timeout"),
+			Hierarchical:    hier,
+			Autotune:        c.Bool("autotune"),
 		},
-		StartTimeout:   durationOf(c, "start-timeout"),
-		TimelinePath:   c.String("timeline-filename"),
-		LogLevel:       c.String("log-level"),
-		NoSharedMemory: c.Bool("no-shared-memory"),
+		StartTimeout:    durationOf(c, "start-timeout"),
+		TimelinePath:    c.String("timeline-filename"),
+		LogLevel:        c.String("log-level"),
+		NoSharedMemory:  c.Bool("no-shared-memory"),
+		AutotuneLogPath: c.String("autotune-log"),
 	}
 	return k, errors.Join(errs...)
 }

@@ -25,13 +25,31 @@
 //	-H, --hosts LIST      host1:2,host2:2 (repeatable); this machine may appear once
 //	                      (localhost, 127.0.0.1, ::1 and its name are one host)
 //	-hostfile FILE        one "host slots=N" per line, '#' comments
-//	--bind-addr ADDR      this host's address that ranks reach the rendezvous on;
-//	                      needed with remote hosts unless --network-interface
+//	--bind-addr ADDR      this host's address that ranks reach the rendezvous on
+//	                      (default: chosen by route lookup, see below)
 //	--network-interface IF  interface for the rendezvous and the ranks' data plane
 //	-p, --ssh-port N      ssh port of remote hosts
 //	-i, --ssh-identity-file F  ssh private key
 //	--launcher L          auto, local, ssh or srun (each rank a one-task step
 //	                      of the allocation: no ssh between nodes needed)
+//
+// With remote hosts and neither --bind-addr nor --network-interface, gorun
+// chooses the rendezvous address itself: the local address of this
+// machine's route to each remote host (to the HostName that ssh -G gives
+// it), listened on where all hosts agree, and on every interface, each
+// host dialing its own route's address, where they differ; 127.0.0.1 when
+// every host is this machine. Before any rank starts, each remote host
+// opens a connection back to its address over the ssh session that checks
+// it, and one that cannot fails the launch with
+//
+//	gorun: host host2 cannot connect back to gorun at 10.0.0.1:41234: REASON; give gorun --bind-addr with an address of this machine that host2 can reach, or --network-interface with the interface that leads to it
+//
+// (the same line, with "none of its ranks registered within the start
+// timeout", names a host that could not be checked and whose ranks never
+// joined). A --bind-addr that is not this machine's, and a
+// --network-interface that it lacks or that has no address, are refused
+// naming the flag. Ranks bind their data plane to the address of their
+// route to the rendezvous.
 //
 // Output:
 //
@@ -46,8 +64,14 @@
 // (1), --cache-capacity (1024), --stall-check-time (60s),
 // --stall-shutdown-time (0 = never), --timeline-filename, --log-level (info),
 // --op-timeout (10m; bounds every wait for another rank, 0 = none), --no-shared-memory (links between ranks on one
-// host use shared memory unless given). Durations take Go syntax (90s,
-// 1m30s) or seconds.
+// host use shared memory unless given), --hierarchical-allreduce (auto; on
+// runs all-reduce, all-gather and broadcast in two levels, inside each host
+// and then one copy per host across the network, off keeps the flat ring),
+// --autotune (rank 0 tries fusion thresholds, cycle times, the
+// hierarchical switch and the response cache while the job trains and
+// keeps the setting that all-reduces the most bytes per second; see
+// collective/engine) and --autotune-log FILE (every trial as CSV).
+// Durations take Go syntax (90s, 1m30s) or seconds.
 //
 // A tuning flag or --start-timeout that is not on the command line takes
 // the value of its variable in gorun's environment, if set: the flag wins,
@@ -59,7 +83,9 @@
 // GOROVOD_START_TIMEOUT, GOROVOD_FUSION_THRESHOLD (in bytes),
 // GOROVOD_CYCLE_TIME, GOROVOD_CACHE_CAPACITY, GOROVOD_STALL_CHECK_TIME,
 // GOROVOD_STALL_SHUTDOWN_TIME, GOROVOD_TIMELINE, GOROVOD_LOG_LEVEL,
-// GOROVOD_OP_TIMEOUT and GOROVOD_NO_SHARED_MEMORY (1 = --no-shared-memory), in
+// GOROVOD_OP_TIMEOUT, GOROVOD_NO_SHARED_MEMORY (1 = --no-shared-memory),
+// GOROVOD_HIERARCHICAL_ALLREDUCE (auto, on or off), GOROVOD_AUTOTUNE (1 =
+// --autotune) and GOROVOD_AUTOTUNE_LOG, in
 // the syntax the ranks read (Go durations); a bad value is a command-line
 // error naming the variable.
 //
@@ -75,7 +101,9 @@
 // Exit status: 0 when every rank succeeded; the status of the first rank
 // that failed (1 if it has none, e.g. killed by a signal); 2 for a mistake
 // on the command line (flags, host list, hostfile, -np larger than the
-// slots, a bad GOROVOD_ variable in gorun's environment); 130 when
+// slots, a bad GOROVOD_ variable in gorun's environment, a --bind-addr or
+// --network-interface that cannot be used, a host that cannot connect
+// back); 130 when
 // interrupted; 1 for anything else (a rank that could not start, an
 // unreachable host).
 package main

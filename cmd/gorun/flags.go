@@ -39,7 +39,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "launcher", Category: catHosts, Value: "auto",
 			Usage: "how ranks start: auto (srun inside a Slurm allocation when no hosts are given; else local hosts locally, others over ssh), local, ssh or srun"},
 		&cli.StringFlag{Name: "bind-addr", Category: catHosts,
-			Usage: "address of this host that ranks reach the rendezvous on (needed with remote hosts unless --network-interface)"},
+			Usage: "address of this host that ranks reach the rendezvous on (default: the local address of the route to the remote hosts, checked at start-up)"},
 		&cli.StringFlag{Name: "network-interface", Category: catHosts,
 			Usage: "network interface (eth0) for the rendezvous and the ranks' data plane"},
 		&cli.IntFlag{Name: "ssh-port", Aliases: []string{"p"}, Category: catHosts, Usage: "ssh port of remote hosts",
@@ -69,6 +69,12 @@ func flags() []cli.Flag {
 			Usage: "fail the job when a rank waits longer than this for another rank, in a collective or in the negotiation before it; the error names the rank that did not answer. A rank that submits nothing for this long while others wait counts too, so keep it above the longest work one rank does alone (evaluation, checkpointing); 0 never [$GOROVOD_OP_TIMEOUT]"},
 		&cli.BoolFlag{Name: "no-shared-memory", Category: catTuning,
 			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory [$GOROVOD_NO_SHARED_MEMORY]"},
+		&cli.StringFlag{Name: "hierarchical-allreduce", Category: catTuning, Value: def.Hierarchical.String(),
+			Usage: "all-reduce, all-gather and broadcast in two levels (inside each host, then one copy per host across the network): on, off, or auto (where measured faster) [$GOROVOD_HIERARCHICAL_ALLREDUCE]"},
+		&cli.BoolFlag{Name: "autotune", Category: catTuning,
+			Usage: "let rank 0 tune fusion, cycle time, the hierarchical switch and the cache while the job trains, keeping what moves the most bytes per second [$GOROVOD_AUTOTUNE]"},
+		&cli.StringFlag{Name: "autotune-log", Category: catTuning, TakesFile: true,
+			Usage: "write every autotuning trial to this CSV file [$GOROVOD_AUTOTUNE_LOG]"},
 	}
 }
 
@@ -87,6 +93,9 @@ func knobFlags() map[string]string {
 		runner.EnvLogLevel:          "log-level",
 		runner.EnvOpTimeout:         "op-timeout",
 		runner.EnvNoSharedMemory:    "no-shared-memory",
+		runner.EnvHierarchical:      "hierarchical-allreduce",
+		runner.EnvAutotune:          "autotune",
+		runner.EnvAutotuneLog:       "autotune-log",
 	}
 }
 

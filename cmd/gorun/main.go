@@ -44,7 +44,8 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 			"as is. Put -- before a program whose name starts with '-'.\n\n" +
 			"A tuning flag (or --start-timeout) that is not given takes the value of its\n" +
 			"GOROVOD_ variable (shown as [$NAME]) in gorun's environment, in the ranks' syntax\n" +
-			"(Go durations; GOROVOD_FUSION_THRESHOLD in bytes; GOROVOD_NO_SHARED_MEMORY 1 or 0),\n" +
+			"(Go durations; GOROVOD_FUSION_THRESHOLD in bytes; GOROVOD_NO_SHARED_MEMORY and\n" +
+			"GOROVOD_AUTOTUNE 1 or 0; GOROVOD_HIERARCHICAL_ALLREDUCE auto, on or off),\n" +
 			"else its default: flag, then environment, then default.\n\n" +
 			"Exit status: 0 when every rank succeeded; the status of the first rank that\n" +
 			"failed (1 if it has none); 2 for a mistake on the command line; 130 when\n" +

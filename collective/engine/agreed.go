@@ -33,6 +33,7 @@ func (n *negotiator) exchanged(ctl []byte, now time.Time) agreement {
 	if a := n.checkStop(now); a.err != nil {
 		return a
 	}
+	n.readTuning(n.ctl.tuning())
 	n.ranksJoined = n.ctl.joined()
 	n.fired = n.fire(n.ranksJoined)
 	if n.ctl.flag(ctlNoUncached) {

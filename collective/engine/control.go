@@ -23,11 +23,15 @@ import (
 //	                              or whose link to r broke, lowers it (see
 //	                              Engine.exchange), so the verdict reaches
 //	                              every rank that is still exchanging
-//	[3+7n, ...)      cache bits   1 where the slot's request is pending
+//	[3+7n, 3+7n+t)   autotuning   rank 0's setting, others 0xFF (see tuneBytes);
+//	                              t is tuneBytes while autotuning, else 0
+//	[3+7n+t, ...)    cache bits   1 where the slot's request is pending
 //
-// The cache bit count is the response cache's span, the same on every rank.
+// The cache bit count is the response cache's span, and t, the same on
+// every rank.
 type controlVector struct {
 	rank, size int
+	tune       int // the length of the autotuning section
 	b          []byte
 }
 
@@ -38,12 +42,13 @@ const (
 	ctlHeader     = 3
 )
 
-// reset sizes the vector for span cache bits and fills it with neutral
-// values: every flag 1, every other rank's payload 0xFF, this rank's 0,
-// every answer collective.AnswerOK, every cache bit 0.
-func (v *controlVector) reset(rank, size, span int) {
-	v.rank, v.size = rank, size
-	n := ctlHeader + 7*size + span
+// reset sizes the vector for an autotuning section of tune bytes and span
+// cache bits and fills it with neutral values: every flag 1, every other
+// rank's payload 0xFF, this rank's 0, every answer collective.AnswerOK,
+// the autotuning section and every cache bit 0.
+func (v *controlVector) reset(rank, size, tune, span int) {
+	v.rank, v.size, v.tune = rank, size, tune
+	n := ctlHeader + 7*size + tune + span
 	if cap(v.b) < n {
 		v.b = make([]byte, n)
 	}
@@ -87,7 +92,10 @@ func (v *controlVector) setPayload(n int) {
 }
 
 // setBit marks cache slot as pending (or, for a joined rank, not objected to).
-func (v *controlVector) setBit(slot int) { v.b[ctlHeader+7*v.size+slot] = 1 }
+func (v *controlVector) setBit(slot int) { v.b[ctlHeader+7*v.size+v.tune+slot] = 1 }
+
+// tuning returns the autotuning section (a view into the vector).
+func (v *controlVector) tuning() []byte { return v.b[ctlHeader+7*v.size : ctlHeader+7*v.size+v.tune] }
 
 // answerAt is the index of rank r's answer code in b.
 func (v *controlVector) answerAt(r int) int { return ctlHeader + 6*v.size + r }
@@ -143,4 +151,4 @@ func (v *controlVector) appendPayloads(dst []int) []int {
 }
 
 // bits returns the cache bits (a view into the vector).
-func (v *controlVector) bits() []byte { return v.b[ctlHeader+7*v.size:] }
+func (v *controlVector) bits() []byte { return v.b[ctlHeader+7*v.size+v.tune:] }

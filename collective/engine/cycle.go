@@ -16,13 +16,18 @@ type loopState struct {
 	fusion  []byte // the reused fusion buffer
 	tl      *timeline
 	running []*task // the current cycle's tasks, failed if it breaks
+
+	cycleTime time.Duration // Config.CycleTime, or the autotuner's
+	tuneLog   *tuneLog      // rank 0's autotuning log, or nil
 }
 
 func (e *Engine) initLoop() {
 	e.neg = newNegotiator(e.rank, e.size, e.cfg)
+	e.cycleTime = e.cfg.CycleTime
 	if e.cfg.Timeline != nil && e.rank == 0 {
 		e.tl = newTimeline(e.cfg.Timeline, e.now())
 	}
+	e.initTuning()
 }
 
 // cycle runs one negotiation cycle: the negotiator decides; the Engine
@@ -56,6 +61,7 @@ func (e *Engine) cycle(ctx context.Context, stopping bool) (idle bool, err error
 	if err := e.perform(ctx, &d); err != nil {
 		return false, err
 	}
+	e.retune(d.tune)
 	e.note(e.neg.inspect(e.now()))
 	return d.idle, nil
 }

@@ -29,13 +29,23 @@ type decision struct {
 	joinDone   bool    // every rank has joined: Join returns
 	lastJoined int     // then: the last rank to join
 	idle       bool    // every rank was idle at the exchange
+	tune       tuneResult
 }
 
-// decide builds the cycle's tasks at now: the fired cache slots, then the
-// names the message table found ready (which enter the cache), with the
-// errors that joined ranks imply, holding grouped members back until their
-// group is complete, and plans them into batches.
+// decide builds the cycle's tasks at now (see decideTasks), then does
+// autotuning's part of the cycle (see tuneCycle): the setting it applies
+// acts on the cycles after this one.
 func (n *negotiator) decide(now time.Time) decision {
+	d := n.decideTasks(now)
+	d.tune = n.tuneCycle(d.tasks, now)
+	return d
+}
+
+// decideTasks builds the cycle's tasks at now: the fired cache slots, then
+// the names the message table found ready (which enter the cache), with
+// the errors that joined ranks imply, holding grouped members back until
+// their group is complete, and plans them into batches.
+func (n *negotiator) decideTasks(now time.Time) decision {
 	d := decision{cached: len(n.fired), idle: n.ctl.flag(ctlIdle)}
 	joined := n.ranksJoined
 	if d.joinDone, d.lastJoined = n.completeJoin(joined); d.joinDone {

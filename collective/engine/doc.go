@@ -14,10 +14,10 @@
 //     vector: flags (no uncached requests, idle, no stall abort), one
 //     "not joined" and one "not shutting down" byte per rank, each rank's
 //     payload length (its own field, 0xFF elsewhere, so Min yields it), one
-//     answer code per rank (see NoAnswerError) and one bit per
-//     response-cache slot, set where the request cached in that slot is
-//     pending here. Min is a logical AND: a slot set on every rank is
-//     ready everywhere;
+//     answer code per rank (see NoAnswerError), while autotuning rank 0's
+//     setting (others write 0xFF), and one bit per response-cache slot,
+//     set where the request cached in that slot is pending here. Min is a
+//     logical AND: a slot set on every rank is ready everywhere;
 //  3. if any rank has uncached requests, all-gathers their serialized form
 //     (all-gatherv, sized by step 2) into the message table that every
 //     rank keeps identically;
@@ -55,6 +55,28 @@
 // 0 can write a Chrome-trace timeline of every tensor's negotiation and
 // execution.
 //
+// With Config.Autotune (and more than one rank) the engine tunes itself
+// while the job trains, as Horovod's autotuner does. Rank 0 divides the
+// all-reduces it decides into training steps (a step ends when a name
+// all-reduced in it comes again), discards 3 warm-up steps, then measures
+// trials of 10 steps each, scoring each by the bytes all-reduced per
+// second of those steps; the step after each change is discarded. The
+// search is coordinate descent from the configured setting over the
+// fusion threshold (1, 4, 16, 64, 128 MiB), the cycle time (0.5, 1, 2.5,
+// 5, 10 ms), the hierarchical switch (auto, on, off: only when the Comm's
+// layout runs two levels and neither Config.Hierarchical nor the Comm
+// forces a choice) and the response cache (on, off): each value of one
+// knob in turn with the best of the others so far, each setting measured
+// once, 20 trials at most; then the best trial's setting stays. Rank 0
+// carries the setting it asks for in the control vector of every cycle,
+// so every rank applies it after the same cycle's operations (a change of
+// the cache empties it everywhere; its pending hits are sent uncached),
+// and the vector loses that section once rank 0 says tuning is over. Rank
+// 0 logs its choice at info level and writes every trial to
+// Config.AutotuneLog as CSV: trial, fusion_bytes, cycle_ms, hierarchical,
+// cache, bytes, seconds, bytes_per_s, then a row "chosen" with the setting
+// kept.
+//
 // The negotiation decides and the Engine performs. An unexported
 // negotiator, a state machine in the manner of etcd raft's RawNode,
 // holds everything the ranks must agree on: pending requests, cache hits,
@@ -63,8 +85,11 @@
 // no clock: fed the submissions, the exchanged control vector and the
 // gathered requests, it returns the vector and payload to send, what to
 // do next, and the tasks to run, planned into batches, with the records
-// to log. The Engine owns the submission queue and handles, its goroutine
-// and the watchdog, the two negotiation collectives, the execution of the
-// tasks, statistics and the timeline. Tests run several negotiators in
-// lock step, combining their vectors and payloads themselves.
+// to log and the autotuning setting to apply (rank 0's tuner is pure too:
+// it is fed bytes and durations). The Engine owns the submission queue
+// and handles, its goroutine and the watchdog, the two negotiation
+// collectives, the execution of the tasks, statistics, the timeline, and
+// the settings that act outside the negotiation (the Comm's hierarchical
+// choice, the cycle time). Tests run several negotiators in lock step,
+// combining their vectors and payloads themselves.
 package engine

@@ -29,12 +29,20 @@ type Config struct {
 	// tensor's negotiation and execution; the Engine does not close it.
 	// Other ranks ignore it.
 	Timeline io.Writer
+	// AutotuneLog, when set on rank 0 with Autotune, receives a CSV of the
+	// autotuner's trials (see the package documentation); the Engine does
+	// not close it. Other ranks ignore it.
+	AutotuneLog io.Writer
 	// Logger receives the engine's logs; it should carry the rank. nil
 	// means slog.Default() with the rank attached.
 	Logger *slog.Logger
 	// Now is the clock used for measurements (stall times, the timeline,
-	// statistics); nil means time.Now. Cycles are paced by real time.
+	// statistics, autotuning); nil means time.Now. Cycles are paced by
+	// real time.
 	Now func() time.Time
+
+	// tunePlan, when set (by tests), adjusts the autotuner's plan.
+	tunePlan func(*tunePlan)
 }
 
 // DefaultConfig returns the configuration hvd uses by default: the knobs

@@ -31,10 +31,10 @@ func (e *Engine) loop(ctx context.Context) error {
 			if !e.awaitWork() {
 				return nil
 			}
-			active, next = true, time.Now().Add(e.cfg.CycleTime)
+			active, next = true, time.Now().Add(e.cycleTime)
 		}
 		stopping := e.sleepUntil(next)
-		next = time.Now().Add(e.cfg.CycleTime)
+		next = time.Now().Add(e.cycleTime)
 		idle, err := e.cycle(ctx, stopping)
 		switch {
 		case stopping: // announced (or failed trying): this rank is done

@@ -44,7 +44,8 @@ type entry struct {
 //	exchanged             after the Min all-reduce of the vectors: stop,
 //	                      gather (with these sizes) or go on
 //	gathered              after the all-gather of the payloads, if any
-//	decide                the tasks to perform, planned into batches
+//	decide                the tasks to perform, planned into batches, and
+//	                      the autotuning setting to apply after them
 //	inspect               after performing them: the stall inspector
 //
 // Every rank's negotiator reaches the same decisions from the same
@@ -65,7 +66,8 @@ type negotiator struct {
 	abortNext  bool               // ask every rank to stop for a stall
 	stall      stallInspector
 	ctl        controlVector
-	send       []byte // this cycle's uncached requests
+	send       []byte    // this cycle's uncached requests
+	tune       *autotune // nil unless autotuning (see startTuning)
 
 	start       time.Time // when the cycle in progress began
 	ranksJoined []bool    // the joined ranks, as this cycle's exchange says

@@ -23,7 +23,8 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	n.start, n.ranksJoined, n.fired, n.sizes = now, nil, nil, n.sizes[:0]
 	n.ageHits(now)
 	v := &n.ctl
-	v.reset(n.rank, n.size, n.cache.span())
+	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span())
+	n.proposeTuning(v.tuning())
 	if err := n.buildPayload(now); err != nil {
 		return proposal{}, err
 	}

@@ -1,0 +1,41 @@
+package hvd
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/settings"
+)
+
+// TestCommOptions: the communicator learns each rank's host from the
+// rendezvous (hosts numbered in order of first appearance) and the
+// hierarchical switch from the knobs; options given in Config win.
+func TestCommOptions(t *testing.T) {
+	env := runner.DefaultWorkerEnv()
+	env.Size = 4
+	for _, tt := range []struct {
+		hostOf []string
+		knob   settings.Switch
+		given  collective.Options
+		hosts  []int
+		mode   collective.Hierarchy
+	}{
+		{[]string{"b", "b", "a", "a"}, settings.Auto, collective.Options{}, []int{0, 0, 1, 1}, collective.HierarchyAuto},
+		{[]string{"a", "b", "a", "b"}, settings.On, collective.Options{}, []int{0, 1, 0, 1}, collective.HierarchyOn},
+		{[]string{"a", "a", "b", "b"}, settings.Off, collective.Options{}, []int{0, 0, 1, 1}, collective.HierarchyOff},
+		{nil, settings.On, collective.Options{}, nil, collective.HierarchyOn},
+		{[]string{"a", "a", "b", "b"}, settings.On, collective.Options{Hosts: []int{7, 8, 9, 9}, Hierarchical: collective.HierarchyOff},
+			[]int{7, 8, 9, 9}, collective.HierarchyOff},
+	} {
+		e := env
+		e.Hierarchical = tt.knob
+		r := &Runtime{env: e, hostOf: tt.hostOf}
+		got := r.commOptions(tt.given)
+		if !slices.Equal(got.Hosts, tt.hosts) || got.Hierarchical != tt.mode {
+			t.Errorf("hosts %v, knob %v, given %+v: Hosts %v, Hierarchical %d; want %v, %d",
+				tt.hostOf, tt.knob, tt.given, got.Hosts, got.Hierarchical, tt.hosts, tt.mode)
+		}
+	}
+}
