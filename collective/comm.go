@@ -45,9 +45,11 @@ type Hierarchy uint8
 
 // The choices of Hierarchy.
 const (
-	// HierarchyAuto (the zero value) runs two levels where they are
-	// measured to be faster: several hosts, the same number of ranks on
-	// each (at least two), and buffers beyond the inline size.
+	// HierarchyAuto (the zero value) runs the two-level all-reduce and
+	// all-gather where they were measured to be faster (across emulated
+	// hosts, rate-limited or not): several hosts, the same number of ranks
+	// on each (at least two), and buffers beyond the inline size; and the
+	// host-ordered broadcast at any size.
 	HierarchyAuto Hierarchy = iota
 	// HierarchyOn runs two levels wherever the layout allows them (several
 	// hosts, the same number of ranks on each), whatever the size.

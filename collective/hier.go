@@ -10,7 +10,7 @@ type hierarchy struct {
 	hosts [][]int
 	// even: at least two ranks on every host, the same number on each.
 	// Only such layouts run the two-level all-reduce and all-gather; the
-	// host-ordered broadcast needs no more than two hosts.
+	// host-ordered broadcast takes any layout of two hosts or more.
 	even bool
 }
 

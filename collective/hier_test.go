@@ -88,11 +88,11 @@ func allgatherCase(t *testing.T, cs []*collective.Comm, counts []int) {
 	t.Helper()
 	n := len(cs)
 	off, total := offsets(counts), sum(counts)
-	bufs := make([][]int32, n)
+	bufs := make([][]int64, n)
 	for r := range bufs {
-		bufs[r] = make([]int32, total)
+		bufs[r] = make([]int64, total)
 		for e := range counts[r] {
-			bufs[r][off[r]+e] = int32(r*1_000_000 + e)
+			bufs[r][off[r]+e] = int64(r*1_000_000 + e)
 		}
 	}
 	meshtest.MustAll(t, onAll(t, cs, 60*time.Second, func(r int, c *collective.Comm) error {
@@ -101,7 +101,7 @@ func allgatherCase(t *testing.T, cs []*collective.Comm, counts []int) {
 	for r := range bufs {
 		for c := range n {
 			for e := range counts[c] {
-				if got := bufs[r][off[c]+e]; got != int32(c*1_000_000+e) {
+				if got := bufs[r][off[c]+e]; got != int64(c*1_000_000+e) {
 					t.Fatalf("counts %v: rank %d element %d of chunk %d = %d", counts, r, e, c, got)
 				}
 			}
@@ -133,19 +133,56 @@ func broadcastCase(t *testing.T, cs []*collective.Comm, root, count int) {
 	}
 }
 
-// TestSetHierarchical: switching between operations takes effect at once
-// and changes no result.
+// TestSetHierarchical: switching between operations takes effect at the
+// next one (on hosts {0,1} and {2,3}, rank 0 sends to rank 2 across hosts
+// only in two levels: the flat ring sends only to rank 1) and changes no
+// result.
 func TestSetHierarchical(t *testing.T) {
-	cs := hierComms(t, meshtest.Mem, []int{0, 0, 1, 1}, collective.HierarchyOff, 64, 256)
-	for i, mode := range []collective.Hierarchy{collective.HierarchyOn, collective.HierarchyOff, collective.HierarchyAuto, collective.HierarchyOn} {
+	ts := meshtest.Mem(t, 4)
+	counted := &countingTransport{Transport: ts[0], peer: 2}
+	ts[0] = counted
+	cs := make([]*collective.Comm, 4)
+	for r, tr := range ts {
+		cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64, InlineBytes: 256, Hosts: []int{0, 0, 1, 1}, Hierarchical: collective.HierarchyOff})
+		defer cs[r].Close()
+	}
+	for i, mode := range []collective.Hierarchy{collective.HierarchyOn, collective.HierarchyOff, collective.HierarchyAuto, collective.HierarchyOff} {
 		for _, c := range cs {
 			c.SetHierarchical(mode)
 			if got := c.Hierarchical(); got != mode {
 				t.Fatalf("Hierarchical() = %d after SetHierarchical(%d)", got, mode)
 			}
 		}
-		allreduceCase(t, cs, kernels.F64, kernels.Sum, 100*(i+1))
+		before := counted.sends.Load()
+		allreduceCase(t, cs, kernels.F64, kernels.Sum, 100*(i+1)) // 800 bytes or more: past the inline size
+		if crossed := counted.sends.Load() > before; crossed != (mode != collective.HierarchyOff) {
+			t.Fatalf("mode %d: rank 0 sent to rank 2 across hosts: %v", mode, crossed)
+		}
 	}
+}
+
+// countingTransport counts the sends to peer.
+type countingTransport struct {
+	collective.Transport
+	peer  int
+	sends atomic.Int64
+}
+
+func (c *countingTransport) Conn(peer int) collective.Conn {
+	if peer != c.peer {
+		return c.Transport.Conn(peer)
+	}
+	return countingConn{c.Transport.Conn(peer), c}
+}
+
+type countingConn struct {
+	collective.Conn
+	c *countingTransport
+}
+
+func (c countingConn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
+	c.c.sends.Add(1)
+	return c.Conn.Send(ctx, tag, p)
 }
 
 // failingTransport fails rank's send of the k-th message (counting from 0)

@@ -152,11 +152,11 @@ func (c *Comm) segElems(esz int) int { return max(1, c.opts.SegmentBytes/esz) }
 // maxBlocks bounds the blocks of a pipelined two-level collective.
 const maxBlocks = 256
 
-// blocks is the number of blocks a pipelined two-level collective cuts
+// blockCount is the number of blocks a pipelined two-level collective cuts
 // count elements into: blocks of about per elements, so that each message
 // inside a host is about one segment and fits the links' buffers, which
 // keeps the in-host sends from holding up the transfers between hosts.
-func (c *Comm) blocks(count, per int) int {
+func blockCount(count, per int) int {
 	return min(maxBlocks, max(1, (count+per-1)/per))
 }
 
@@ -194,7 +194,7 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 	if c.hier.twoLevel(count*esz, c.opts.InlineBytes) {
 		hosts, seg := c.hier.hosts, c.segElems(esz)
-		blocks := c.blocks(count, len(hosts[0])*seg)
+		blocks := blockCount(count, len(hosts[0])*seg)
 		return planKey{alg: "allreduce-hier", count: count, esz: esz}, func() []Step {
 			return HierarchicalAllreduce(c.Rank(), hosts, count, seg, blocks)
 		}
@@ -266,7 +266,7 @@ func (c *Comm) Allgather(ctx context.Context, dt kernels.DType, buf []byte, coun
 	}
 	if c.hier.twoLevel(len(buf), c.opts.InlineBytes) {
 		hosts, seg := c.hier.hosts, c.segElems(dt.Size())
-		blocks := c.blocks(slices.Max(counts), seg)
+		blocks := blockCount(slices.Max(counts), seg)
 		key.alg, mk = "allgather-hier", func() []Step { return HierarchicalAllgather(c.Rank(), hosts, counts, seg, blocks) }
 	}
 	p, err := x.plan(key, mk)

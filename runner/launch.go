@@ -33,10 +33,10 @@ import (
 //
 //	runner: host node2 cannot connect back to gorun at 10.0.0.1:41234: No route to host; give gorun --bind-addr with an address of this machine that node2 can reach, or --network-interface with the interface that leads to it
 //
-// A host that could not be checked so, but whose ranks never register
-// while others do, is named the same way (with "none of its ranks
-// registered within the start timeout (30s)") before the failure that
-// stopped the job.
+// A remote host none of whose ranks registers within the start timeout
+// while others do (the preflight could not check it, or its ranks are
+// slow or cut off after it) gets an *UnregisteredHostError, before the
+// failure that stopped the job; it does not wrap ErrConfig.
 //
 // Launch returns nil when every rank exits with status 0. A rank that
 // fails (exits non-zero, dies by a signal, or fails to start) stops the

@@ -70,11 +70,18 @@ func probeCommand(addr string, wait int) (string, error) {
 // hosts that could not connect as *ConnectBackErrors, joined after it. It
 // makes the spawner a ReachChecker.
 func (sp *sshSpawner) CheckReach(ctx context.Context, hosts []string, addrs map[string]string) error {
+	return checkReach(ctx, sp.cfg, hosts, addrs)
+}
+
+// checkReach runs sshProbeHost on every host at once (at most
+// sshCheckParallel at a time); see CheckReach and, with no addrs,
+// CheckHosts.
+func checkReach(ctx context.Context, cfg SSHConfig, hosts []string, addrs map[string]string) error {
 	hosts = sshUnique(hosts)
 	sshErrs := make([]*SSHError, len(hosts))
 	backErrs := make([]error, len(hosts))
 	inParallel(len(hosts), sshCheckParallel, func(i int) {
-		sshErrs[i], backErrs[i] = sshProbeHost(ctx, sp.cfg, hosts[i], addrs[hosts[i]])
+		sshErrs[i], backErrs[i] = sshProbeHost(ctx, cfg, hosts[i], addrs[hosts[i]])
 	})
 	var failed []*SSHError
 	for _, e := range sshErrs {

@@ -277,10 +277,10 @@ func TestUnregisteredHosts(t *testing.T) {
 	jobErr := &ExitError{Rank: 3, Host: "h2", Status: 1}
 	h2Missing := fakeRegistrations{round: 1, size: 5, missing: []rendezvous.Peer{{Rank: 3, Host: "h2"}, {Rank: 4, Host: "h2"}}}
 	err := unregisteredHosts(jobErr, h2Missing, slots, addrOf, time.Minute, 30*time.Second)
-	want := "runner: host h2 cannot connect back to gorun at 10.0.0.1:4000: none of its ranks registered within the start timeout (30s); " +
+	want := "runner: no rank on host h2 registered within the start timeout (30s); if they cannot connect back to gorun at 10.0.0.1:4000, " +
 		"give gorun --bind-addr with an address of this machine that h2 can reach, or --network-interface with the interface that leads to it\n" +
 		"runner: rank 3 on h2 exited with status 1"
-	if err == nil || err.Error() != want || !errors.Is(err, jobErr) {
+	if err == nil || err.Error() != want || !errors.Is(err, jobErr) || errors.Is(err, ErrConfig) {
 		t.Errorf("unregisteredHosts = %v, want\n%s", err, want)
 	}
 	oneOfTwo := fakeRegistrations{round: 1, size: 5, missing: []rendezvous.Peer{{Rank: 3, Host: "h2"}}}

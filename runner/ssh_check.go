@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -87,29 +86,7 @@ func (e *SSHCheckError) Unwrap() []error {
 // all succeed, else an *SSHCheckError naming each failing host with ssh's own
 // message. Hosts listed twice are checked once.
 func CheckHosts(ctx context.Context, cfg SSHConfig, hosts []string) error {
-	cfg = cfg.withDefaults()
-	hosts = sshUnique(hosts)
-	errs := make([]*SSHError, len(hosts))
-	sem := make(chan struct{}, sshCheckParallel)
-	var wg sync.WaitGroup
-	for i, h := range hosts {
-		wg.Go(func() { // "ssh-check-<host>": ends with its ssh client
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs[i] = sshCheckHost(ctx, cfg, h)
-		})
-	}
-	wg.Wait()
-	var failed []*SSHError
-	for _, e := range errs {
-		if e != nil {
-			failed = append(failed, e)
-		}
-	}
-	if failed == nil {
-		return nil
-	}
-	return &SSHCheckError{Hosts: failed}
+	return checkReach(ctx, cfg.withDefaults(), hosts, nil)
 }
 
 // sshCheckHost runs "ssh ... host true" and describes its failure.

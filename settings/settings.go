@@ -65,7 +65,8 @@ type Engine struct {
 	// job that spans hosts: On runs them in two levels (inside each host,
 	// then among hosts, one copy per host across the network), Off keeps
 	// the flat ring over every rank, and Auto (the zero value) takes the
-	// two levels where they are measured to be faster.
+	// two levels by a rule measured across emulated hosts (see
+	// collective.HierarchyAuto).
 	Hierarchical Switch
 	// Autotune lets rank 0 try fusion thresholds, cycle times, the
 	// hierarchical switch and the response cache while the job trains,
@@ -74,7 +75,7 @@ type Engine struct {
 }
 
 // Switch is a three-way setting: Auto (the zero value) leaves the choice to
-// a measured rule, On and Off force it.
+// a rule, On and Off force it.
 type Switch uint8
 
 // The values of a Switch.

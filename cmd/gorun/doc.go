@@ -44,9 +44,11 @@
 //
 //	gorun: host host2 cannot connect back to gorun at 10.0.0.1:41234: REASON; give gorun --bind-addr with an address of this machine that host2 can reach, or --network-interface with the interface that leads to it
 //
-// (the same line, with "none of its ranks registered within the start
-// timeout", names a host that could not be checked and whose ranks never
-// joined). A --bind-addr that is not this machine's, and a
+// (a remote host none of whose ranks joined within the start timeout is
+// named above the failure that ended the job, "no rank on host host2
+// registered within the start timeout (30s); if they cannot connect back
+// to gorun at ADDR, give gorun --bind-addr ...", and that failure's exit
+// status stands). A --bind-addr that is not this machine's, and a
 // --network-interface that it lacks or that has no address, are refused
 // naming the flag. Ranks bind their data plane to the address of their
 // route to the rendezvous.

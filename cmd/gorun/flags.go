@@ -70,7 +70,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-shared-memory", Category: catTuning,
 			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory [$GOROVOD_NO_SHARED_MEMORY]"},
 		&cli.StringFlag{Name: "hierarchical-allreduce", Category: catTuning, Value: def.Hierarchical.String(),
-			Usage: "all-reduce, all-gather and broadcast in two levels (inside each host, then one copy per host across the network): on, off, or auto (where measured faster) [$GOROVOD_HIERARCHICAL_ALLREDUCE]"},
+			Usage: "all-reduce, all-gather and broadcast in two levels (inside each host, then one copy per host across the network): on, off, or auto (two levels past 32 KiB where every host has the same number of ranks, at least two; broadcast follows the hosts at any size) [$GOROVOD_HIERARCHICAL_ALLREDUCE]"},
 		&cli.BoolFlag{Name: "autotune", Category: catTuning,
 			Usage: "let rank 0 tune fusion, cycle time, the hierarchical switch and the cache while the job trains, keeping what moves the most bytes per second [$GOROVOD_AUTOTUNE]"},
 		&cli.StringFlag{Name: "autotune-log", Category: catTuning, TakesFile: true,

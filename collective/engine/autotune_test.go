@@ -218,3 +218,21 @@ func TestTuneLogCSV(t *testing.T) {
 		t.Errorf("log:\n%v\nwant:\n%v", rows, want)
 	}
 }
+
+// TestStepMeterUniqueNames: names that never come again still make steps,
+// of maxStepNames all-reduces each, and the meter stays bounded.
+func TestStepMeterUniqueNames(t *testing.T) {
+	var m stepMeter
+	steps := 0
+	for i := range 3*maxStepNames + 5 {
+		if _, _, ended := m.add(fmt.Sprintf("grad.%d", i), 4, t0.Add(time.Duration(i)*time.Millisecond)); ended {
+			steps++
+		}
+		if len(m.seen) > maxStepNames {
+			t.Fatalf("after %d names the step holds %d", i+1, len(m.seen))
+		}
+	}
+	if steps != 3 {
+		t.Fatalf("%d steps ended, want 3", steps)
+	}
+}
