@@ -103,8 +103,9 @@ type tunePlan struct {
 // defaultTunePlan is the plan for an engine configured by cfg over a Comm
 // whose algorithms are chosen by hier; layered tells whether its layout
 // allows the two-level algorithms. The hierarchical switch is tuned only
-// when the layout allows two levels and neither the configuration nor the
-// Comm forces a choice, and the cache is tried at the configured capacity
+// when the layout allows two levels and the Comm's choice is auto (hvd
+// gives the Comm the job's --hierarchical-allreduce; the engine keeps no
+// copy of its own), and the cache is tried at the configured capacity
 // (settings.DefaultCacheCapacity when that is 0) and off.
 func defaultTunePlan(cfg Config, hier collective.Hierarchy, layered bool) tunePlan {
 	p := tunePlan{
@@ -117,7 +118,7 @@ func defaultTunePlan(cfg Config, hier collective.Hierarchy, layered bool) tunePl
 	if p.caches[0] == 0 {
 		p.caches[0] = settings.DefaultCacheCapacity
 	}
-	if layered && cfg.Hierarchical == settings.Auto && hier == collective.HierarchyAuto {
+	if layered && hier == collective.HierarchyAuto {
 		p.hiers = []collective.Hierarchy{collective.HierarchyAuto, collective.HierarchyOn, collective.HierarchyOff}
 	}
 	return p

@@ -64,8 +64,7 @@
 // search is coordinate descent from the configured setting over the
 // fusion threshold (1, 4, 16, 64, 128 MiB), the cycle time (0.5, 1, 2.5,
 // 5, 10 ms), the hierarchical switch (auto, on, off: only when the Comm's
-// layout runs two levels and neither Config.Hierarchical nor the Comm
-// forces a choice) and the response cache (on, off): each value of one
+// layout runs two levels and its choice is auto) and the response cache (on, off): each value of one
 // knob in turn with the best of the others so far, each setting measured
 // once, 20 trials at most; then the best trial's setting stays. Rank 0
 // carries the setting it asks for in the control vector of every cycle,
