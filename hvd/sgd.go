@@ -52,18 +52,33 @@ func (o *SGD) Step(context.Context) error {
 
 // sgdUpdate applies one update to the values w from their gradient grad
 // and momentum buffer buf (nil without momentum), computing in float64.
+// Each case is its own loop, with the bounds checks hoisted, since the
+// update runs over every parameter of the model every step.
 func sgdUpdate[T float32 | float64](cfg *SGDConfig, lr float64, w, grad []T, buf []float64) {
 	mu, wd := cfg.Momentum, cfg.WeightDecay
-	for i, gt := range grad {
-		g := float64(gt) + wd*float64(w[i])
-		if buf != nil {
-			buf[i] = mu*buf[i] + g
-			if cfg.Nesterov {
-				g += mu * buf[i]
-			} else {
-				g = buf[i]
-			}
+	w = w[:len(grad)]
+	switch {
+	case buf == nil:
+		for i, gt := range grad {
+			wi := float64(w[i])
+			w[i] = T(wi - lr*(float64(gt)+wd*wi))
 		}
-		w[i] = T(float64(w[i]) - lr*g)
+	case cfg.Nesterov:
+		buf = buf[:len(grad)]
+		for i, gt := range grad {
+			wi := float64(w[i])
+			g := float64(gt) + wd*wi
+			b := mu*buf[i] + g
+			buf[i] = b
+			w[i] = T(wi - lr*(g+mu*b))
+		}
+	default:
+		buf = buf[:len(grad)]
+		for i, gt := range grad {
+			wi := float64(w[i])
+			b := mu*buf[i] + (float64(gt) + wd*wi)
+			buf[i] = b
+			w[i] = T(wi - lr*b)
+		}
 	}
 }

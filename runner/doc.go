@@ -63,7 +63,7 @@
 // (settings.Defaults):
 //
 //	GOROVOD_FUSION_THRESHOLD     bytes per fused buffer, 0 = no fusion (67108864)
-//	GOROVOD_CYCLE_TIME           negotiation cycle (1ms)
+//	GOROVOD_CYCLE_TIME           longest wait between negotiation cycles (1ms)
 //	GOROVOD_CACHE_CAPACITY       response cache entries, 0 = no cache (1024)
 //	GOROVOD_STALL_CHECK_TIME     warn about stalled tensors, 0 = never (60s)
 //	GOROVOD_STALL_SHUTDOWN_TIME  abort on a stall this long, 0 = never (0s)

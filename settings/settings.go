@@ -26,8 +26,11 @@ type Engine struct {
 	// FusionThreshold is the most bytes of all-reduces packed into one
 	// fused batch; 0 disables fusion.
 	FusionThreshold int64
-	// CycleTime is the time between negotiation cycles: longer cycles fuse
-	// more tensors, shorter ones answer sooner. 0 means DefaultCycleTime.
+	// CycleTime is the longest a rank that is negotiating waits before its
+	// next cycle when it has nothing new to propose (names it waits for
+	// that other ranks have not submitted are asked about again then). A
+	// submission starts a cycle at once; those that arrive while a cycle
+	// runs are fused into the next. 0 means DefaultCycleTime.
 	CycleTime time.Duration
 	// CacheCapacity is the number of response cache entries; 0 disables
 	// the cache, so every request is sent in every negotiation.

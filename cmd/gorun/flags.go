@@ -54,7 +54,7 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: "fusion-threshold-mb", Category: catTuning, Value: int(def.FusionThreshold >> 20),
 			Usage: "MiB of tensors fused into one all-reduce; 0 disables fusion [$GOROVOD_FUSION_THRESHOLD, in bytes]"},
 		&cli.Float64Flag{Name: "cycle-time-ms", Category: catTuning, Value: float64(def.CycleTime) / float64(time.Millisecond),
-			Usage: "milliseconds between negotiation cycles [$GOROVOD_CYCLE_TIME]"},
+			Usage: "the most milliseconds between negotiation cycles while ranks wait for each other (a submission starts one at once) [$GOROVOD_CYCLE_TIME]"},
 		&cli.IntFlag{Name: "cache-capacity", Category: catTuning, Value: def.CacheCapacity,
 			Usage: "response cache entries; 0 disables the cache [$GOROVOD_CACHE_CAPACITY]"},
 		&cli.GenericFlag{Name: "stall-check-time", Category: catTuning, Value: &duration{def.StallWarning},

@@ -13,19 +13,21 @@ import (
 //	[0]              noAbort      0: a rank saw a stall past the shutdown time
 //	[1]              noUncached   0: a rank sends uncached requests this cycle
 //	[2]              idle         1: no rank has anything pending or is joined
-//	[3, 3+n)         notJoined[r] rank r writes 0 while joined, others 1
-//	[3+n, 3+2n)      notShutdown[r]
-//	[3+2n, 3+6n)     payload[r]   rank r writes the byte length of its
+//	[3]              nothingNew   0: a rank took new submissions (or a Join)
+//	                              since its last cycle
+//	[4, 4+n)         notJoined[r] rank r writes 0 while joined, others 1
+//	[4+n, 4+2n)      notShutdown[r]
+//	[4+2n, 4+6n)     payload[r]   rank r writes the byte length of its
 //	                              uncached requests (uint32, little endian),
 //	                              others 0xFF, so Min yields rank r's value
-//	[3+6n, 3+7n)     answer[r]    every rank writes collective.AnswerOK; a rank that
+//	[4+6n, 4+7n)     answer[r]    every rank writes collective.AnswerOK; a rank that
 //	                              rank r did not answer in this exchange,
 //	                              or whose link to r broke, lowers it (see
 //	                              Engine.exchange), so the verdict reaches
 //	                              every rank that is still exchanging
-//	[3+7n, 3+7n+t)   autotuning   rank 0's setting, others 0xFF (see tuneBytes);
+//	[4+7n, 4+7n+t)   autotuning   rank 0's setting, others 0xFF (see tuneBytes);
 //	                              t is tuneBytes while autotuning, else 0
-//	[3+7n+t, ...)    cache bits   1 where the slot's request is pending
+//	[4+7n+t, ...)    cache bits   1 where the slot's request is pending
 //
 // The cache bit count is the response cache's span, and t, the same on
 // every rank.
@@ -39,7 +41,8 @@ const (
 	ctlNoAbort    = 0
 	ctlNoUncached = 1
 	ctlIdle       = 2
-	ctlHeader     = 3
+	ctlNothingNew = 3
+	ctlHeader     = 4
 )
 
 // reset sizes the vector for an autotuning section of tune bytes and span
@@ -75,7 +78,7 @@ func b2u(b bool) byte {
 	return 0
 }
 
-// set writes one of the three global flags.
+// set writes one of the global flags.
 func (v *controlVector) set(i int, yes bool) { v.b[i] = b2u(yes) }
 
 // flag reads a global flag after the reduction.

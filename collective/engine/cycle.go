@@ -32,24 +32,25 @@ func (e *Engine) initLoop() {
 
 // cycle runs one negotiation cycle: the negotiator decides; the Engine
 // runs the two negotiation collectives and performs the tasks. It returns
-// whether every rank was idle.
-func (e *Engine) cycle(ctx context.Context, stopping bool) (idle bool, err error) {
+// whether every rank was idle, and whether the next cycle should start at
+// once (decision.again).
+func (e *Engine) cycle(ctx context.Context, stopping bool) (idle, again bool, err error) {
 	start := e.now()
 	e.drain()
 	p, err := e.neg.begin(start, stopping)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if err := e.exchange(ctx, p); err != nil {
-		return false, err
+		return false, false, err
 	}
 	a := e.neg.exchanged(p.ctl, e.now())
 	if err := e.follow(a); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if a.gather != nil {
 		if err := e.gather(ctx, p.payload, a.gather); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	decided := e.now()
@@ -59,11 +60,11 @@ func (e *Engine) cycle(ctx context.Context, stopping bool) (idle bool, err error
 	}
 	e.count(decided.Sub(start), a.gather != nil, d.cached, d.negotiated)
 	if err := e.perform(ctx, &d); err != nil {
-		return false, err
+		return false, false, err
 	}
 	e.retune(d.tune)
 	e.note(e.neg.inspect(e.now()))
-	return d.idle, nil
+	return d.idle, d.again, nil
 }
 
 // drain hands the submitted requests and a Join to the negotiator.

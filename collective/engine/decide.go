@@ -29,7 +29,11 @@ type decision struct {
 	joinDone   bool    // every rank has joined: Join returns
 	lastJoined int     // then: the last rank to join
 	idle       bool    // every rank was idle at the exchange
-	tune       tuneResult
+	// again says that the next cycle should start at once: some rank took
+	// something new into this one and this rank still has requests that
+	// are not ready everywhere (its peers may be about to submit them).
+	again bool
+	tune  tuneResult
 }
 
 // decide builds the cycle's tasks at now (see decideTasks), then does
@@ -66,6 +70,7 @@ func (n *negotiator) decideTasks(now time.Time) decision {
 		tasks = append(tasks, &task{resp: r, en: en})
 	}
 	d.negotiated = len(ready)
+	d.again = !n.ctl.flag(ctlNothingNew) && len(n.pending) > 0
 	setErrors(tasks, joined, now)
 	d.tasks = n.holdGroups(tasks)
 	d.plan = planTasks(d.tasks, n.fusion)

@@ -6,8 +6,11 @@
 //
 // An Engine lets ranks submit named operations (Request) asynchronously
 // and in any order, and still pay for few large collectives. Negotiation
-// runs over the Comm itself; no rank coordinates. Each cycle
-// (Config.CycleTime) every rank
+// runs over the Comm itself; no rank coordinates. A cycle starts at once
+// when a rank has new submissions (those that arrive during a cycle wait
+// for the next, and are fused there), and otherwise a cycle time
+// (Config.CycleTime) after the last one (see the loop). Each cycle every
+// rank
 //
 //  1. drains its newly submitted requests;
 //  2. contributes to one small all-reduce with op Min over a uint8 control

@@ -129,7 +129,7 @@ func BenchmarkEngineNegotiation(b *testing.B) {
 		cs := benchComms(b, ranks)
 		steps := make([]func() error, ranks)
 		for r, c := range cs {
-			vec := make([]byte, 3+6*ranks+256)
+			vec := make([]byte, 4+7*ranks+256)
 			steps[r] = func() error {
 				return c.Allreduce(context.Background(), kernels.U8, vec, kernels.Min, collective.ReduceOptions{})
 			}
@@ -189,4 +189,52 @@ func benchComms(b *testing.B, n int) []*collective.Comm {
 		}
 	})
 	return cs
+}
+
+// BenchmarkEngineSmall measures what the engine adds to one small
+// all-reduce that every rank submits alone, with the default cycle time,
+// at a time on 2 in-process ranks over loopback TCP: "comm-4KiB" is the
+// bare Comm.Allreduce, "engine-4KiB" the same buffer through the engine
+// (one tensor per step, as a training step with a single gradient or a
+// metric does; the response cache answers from the second step on).
+//
+//	go test ./collective/engine -run '^$' -bench EngineSmall
+func BenchmarkEngineSmall(b *testing.B) {
+	const ranks, size = 2, 4 << 10
+	for _, viaEngine := range []bool{false, true} {
+		b.Run(map[bool]string{false: "comm-4KiB", true: "engine-4KiB"}[viaEngine], func(b *testing.B) {
+			cs := benchComms(b, ranks)
+			steps := make([]func() error, ranks)
+			var es []*engine.Engine
+			for r, c := range cs {
+				if !viaEngine {
+					buf := make([]float32, size/4)
+					steps[r] = func() error {
+						return collective.Allreduce(context.Background(), c, buf, kernels.Sum, collective.ReduceOptions{})
+					}
+					continue
+				}
+				e := engine.New(c, engine.DefaultConfig())
+				es = append(es, e)
+				steps[r] = engineStep(e, 1, size)
+			}
+			defer func() {
+				for _, e := range es {
+					e.Shutdown()
+				}
+			}()
+			runSteps(b, steps, 10)
+			var before engine.Stats
+			if es != nil {
+				before = es[0].Stats()
+			}
+			b.SetBytes(size)
+			b.ResetTimer()
+			runSteps(b, steps, b.N)
+			b.StopTimer()
+			if es != nil {
+				reportEngine(b, before, es[0].Stats())
+			}
+		})
+	}
 }

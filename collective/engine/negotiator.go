@@ -63,6 +63,7 @@ type negotiator struct {
 	held       map[uint64][]*task // grouped members waiting for the rest
 	prevJoined []bool             // joined ranks as of the last cycle
 	joined     bool               // this rank has joined
+	fresh      bool               // submissions or a Join arrived since the last begin
 	abortNext  bool               // ask every rank to stop for a stall
 	stall      stallInspector
 	ctl        controlVector
@@ -100,6 +101,7 @@ type logNote struct {
 // entryUnsent); a cached one waits for its slot's bit.
 func (n *negotiator) submit(en *entry) {
 	n.pending[en.req.Name] = en
+	n.fresh = true
 	if slot, st := n.cache.lookup(&en.req); st == cacheHit {
 		en.state, en.slot = entryHit, slot
 		n.hits[slot] = en
@@ -107,7 +109,7 @@ func (n *negotiator) submit(en *entry) {
 }
 
 // join marks this rank joined from the next cycle on.
-func (n *negotiator) join() { n.joined = true }
+func (n *negotiator) join() { n.joined, n.fresh = true, true }
 
 // outstanding returns the entries not yet handed out in tasks: those held
 // in incomplete groups and those pending.

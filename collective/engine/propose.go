@@ -31,6 +31,8 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	v.set(ctlNoAbort, !n.abortNext)
 	v.set(ctlNoUncached, len(n.send) == 0)
 	v.set(ctlIdle, len(n.pending) == 0 && len(n.held) == 0 && !n.joined)
+	v.set(ctlNothingNew, !n.fresh)
+	n.fresh = false
 	v.setJoined(n.joined)
 	v.setShutdown(stopping)
 	v.setPayload(len(n.send))

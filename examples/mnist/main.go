@@ -15,6 +15,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 
 	"github.com/gorovod/gorovod/hvd"
 )
@@ -30,6 +33,7 @@ func run(args []string) error {
 	var cfg config
 	fs := flag.NewFlagSet("mnist", flag.ContinueOnError)
 	comp := cfg.flags(fs)
+	prof := fs.String("cpuprofile", "", "write a CPU profile of this rank to this file (%d: the rank's number)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,6 +47,13 @@ func run(args []string) error {
 	}
 	defer hvd.Shutdown()
 	rt := hvd.Default()
+	if *prof != "" {
+		stop, err := startProfile(strings.ReplaceAll(*prof, "%d", strconv.Itoa(rt.Rank())))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	setThreads(cfg.threads(rt.LocalSize()))
 	out := os.Stdout
 	if rt.Rank() != 0 {
@@ -50,4 +61,21 @@ func run(args []string) error {
 	}
 	_, err = train(ctx, rt, cfg, out)
 	return err
+}
+
+// startProfile starts a CPU profile into path; the returned function ends
+// it.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
