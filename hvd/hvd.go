@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/gorovod/gorovod/kernels"
@@ -53,7 +54,28 @@ func Init(ctx context.Context) error {
 		return err
 	}
 	defaultRT = rt
+	if n := shareOfProcessors(os.Getenv("GOMAXPROCS"), runtime.NumCPU(), rt.LocalSize()); n > 0 {
+		runtime.GOMAXPROCS(n)
+		rt.log.Debug("hvd: GOMAXPROCS set to this rank's share of the host's processors", "gomaxprocs", n, "local_size", rt.LocalSize())
+	}
 	return nil
+}
+
+// shareOfProcessors is the GOMAXPROCS that Init gives a rank: the host's
+// processors divided among its ranks, when several ranks share a host
+// that has at least one processor for each, and the environment does not
+// set GOMAXPROCS. It returns 0 to leave GOMAXPROCS alone. A rank then runs
+// Go code on its own processors only, instead of every rank's scheduler
+// spinning threads on all of them: mnist at np 2 on the 2-CPU test VM
+// (one OpenBLAS thread per rank, 600 steps, five alternating launches)
+// trained at a median 31.9k samples/s with GOMAXPROCS=1 against 25.8k
+// with 2. With more ranks than processors it stays: there GOMAXPROCS=1
+// measured slower (np 4: 17.8k against 20.6k).
+func shareOfProcessors(env string, cpus, localSize int) int {
+	if env != "" || localSize < 2 || localSize > cpus {
+		return 0
+	}
+	return cpus / localSize
 }
 
 // keptSecret is the job secret that Init took out of the environment
