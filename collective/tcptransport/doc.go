@@ -66,7 +66,8 @@
 // instead of the sockets (same frames, same checks): the sender copies into
 // the ring, the receiver copies out, and a side with nothing to do sleeps
 // in futex(2) after polling for a while (busy when the host has a
-// processor per rank, else yielding to other processes). The sockets stay
+// processor to spare beyond one per rank, else yielding to other
+// processes). The sockets stay
 // open and idle as the liveness signal: a peer that exits, crashes or
 // closes its transport closes them, frames it had written are still
 // delivered, and then the link fails with collective.ErrPeerGone. Where a

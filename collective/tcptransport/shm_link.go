@@ -46,8 +46,9 @@ const shmYield = 50 * time.Microsecond
 // recv polls an empty ring before it sleeps in futex(2), unlike a socket
 // recv (see pollMax):
 //
-//   - when this host has a processor per rank (spin > 0), busy, for the
-//     spin budget. Two ranks on the 2-CPU test VM ran a 1 MiB all-reduce
+//   - when this host has a processor to spare beyond one per rank (spin
+//     > 0, see autoSpin), busy, for the spin budget. Two ranks on the
+//     2-CPU test VM (before that rule needed the spare) ran a 1 MiB all-reduce
 //     in 61 µs this way, against 236-281 µs polling only small frames as
 //     sockets do (futex wake-ups are slow there) and 161 µs over TCP;
 //   - otherwise for shmYield, giving the processor to other processes

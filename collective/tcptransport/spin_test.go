@@ -23,9 +23,9 @@ func TestAutoSpin(t *testing.T) {
 		local, remote int
 		want          bool
 	}{
-		{1, 0, true},
-		{cpus, 0, true},
-		{cpus, 3 * cpus, true}, // ranks on other hosts do not count
+		{cpus - 1, 0, cpus > 1},
+		{cpus - 1, 3 * cpus, cpus > 1}, // ranks on other hosts do not count
+		{cpus, 0, false},               // no processor to spare
 		{cpus + 1, 0, false},
 	}
 	for _, c := range cases {
