@@ -45,7 +45,7 @@ func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shmRings) 
 		c.link = newTCPLink(c, tun.readBuf, tun.spin)
 		return c
 	}
-	sl := newShmLink(c, *rings, tun.spin)
+	sl := newShmLink(c, *rings, tun)
 	c.link = sl
 	go sl.watch()
 	return c

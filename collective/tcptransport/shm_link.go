@@ -23,8 +23,7 @@ type shmRings struct {
 type shmLink struct {
 	c       *conn
 	out, in *shmring.Ring
-	spin    time.Duration // how long recv polls an empty ring before it sleeps
-	yield   bool          // whether that polling yields to other processes
+	poll    shmring.Poll // how recv polls an empty ring before it sleeps
 
 	mu     sync.RWMutex  // held shared by a call using the rings, exclusively to unmap them
 	mapped bool          // the rings are mapped; false once the watcher unmapped them
@@ -58,11 +57,11 @@ const shmYield = 50 * time.Microsecond
 //     polling every size against 714-822 µs polling only small frames.
 //
 // The caller starts the link's watcher (go l.watch()).
-func newShmLink(c *conn, rings shmRings, spin time.Duration) *shmLink {
-	l := &shmLink{c: c, out: rings.out, in: rings.in, spin: spin, mapped: true,
+func newShmLink(c *conn, rings shmRings, tun tuning) *shmLink {
+	l := &shmLink{c: c, out: rings.out, in: rings.in, poll: shmring.Poll{Spin: tun.spin}, mapped: true,
 		downed: make(chan struct{}), done: make(chan struct{})}
-	if spin <= 0 {
-		l.spin, l.yield = shmYield, true
+	if tun.spin <= 0 {
+		l.poll = shmring.Poll{Spin: shmYield, Yield: true, Quick: tun.quick}
 	}
 	return l
 }
@@ -101,7 +100,7 @@ func (l *shmLink) recv(tag collective.Tag, p []byte) error {
 // read fills p from the inbound ring. When the peer has gone and left too
 // little, the conn fails with collective.ErrPeerGone.
 func (l *shmLink) read(p []byte) error {
-	err := l.in.Read(p, l.spin, l.yield, l.gone.Load, l.stopped)
+	err := l.in.Read(p, l.poll, l.gone.Load, l.stopped)
 	if err == shmring.ErrGone {
 		return l.c.ioFail(opRecv, io.EOF)
 	}

@@ -21,20 +21,23 @@ func TestAutoSpin(t *testing.T) {
 	}
 	cases := []struct {
 		local, remote int
-		want          bool
+		busy, quick   bool
 	}{
-		{cpus - 1, 0, cpus > 1},
-		{cpus - 1, 3 * cpus, cpus > 1}, // ranks on other hosts do not count
-		{cpus, 0, false},               // no processor to spare
-		{cpus + 1, 0, false},
+		{cpus - 1, 0, cpus > 1, false},
+		{cpus - 1, 3 * cpus, cpus > 1, false}, // ranks on other hosts do not count
+		{cpus, 0, false, true},                // one processor each: none to spare
+		{cpus + 1, 0, false, false},
 	}
 	for _, c := range cases {
-		got := autoSpin(0, addrs(c.local, c.remote)) > 0
-		if got != c.want {
-			t.Errorf("%d local and %d remote ranks on %d CPUs: polling %v, want %v", c.local, c.remote, cpus, got, c.want)
+		if c.local == 0 {
+			continue
+		}
+		spin, quick := autoSpin(0, addrs(c.local, c.remote))
+		if busy := spin > 0; busy != c.busy || (quick == quickLook) != c.quick || (quick != 0 && quick != quickLook) {
+			t.Errorf("%d local and %d remote ranks on %d CPUs: spin %v quick %v, want busy %v quick %v", c.local, c.remote, cpus, spin, quick, c.busy, c.quick)
 		}
 	}
-	if autoSpin(0, []string{"no-port"}) != spinBudget {
+	if spin, _ := autoSpin(0, []string{"no-port"}); spin != spinBudget && cpus > 1 {
 		t.Error("an address without a port is a host of its own")
 	}
 }

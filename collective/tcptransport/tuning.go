@@ -18,6 +18,10 @@ type tuning struct {
 	// spin is how long a Recv polls before it sleeps: zero means automatic
 	// (see autoSpin), negative never.
 	spin time.Duration
+	// quick is how long a shared-memory recv that yields its processor
+	// while polling (spin not positive) polls first without yielding:
+	// automatic (see autoSpin) unless a test sets it.
+	quick time.Duration
 	// congestion names the congestion control of same-host connections:
 	// empty means sameHostCongestion, "-" the host's default.
 	congestion string
@@ -42,7 +46,7 @@ func (t tuning) normalize(rank int, addrs []string) tuning {
 	}
 	switch {
 	case t.spin == 0:
-		t.spin = autoSpin(rank, addrs)
+		t.spin, t.quick = autoSpin(rank, addrs)
 	case t.spin < 0:
 		t.spin = 0
 	}

@@ -82,14 +82,22 @@ func (r *Ring) Write(p []byte, stop func() error) error {
 	return nil
 }
 
+// Poll says how a Read polls an empty ring before it sleeps.
+type Poll struct {
+	// Spin is how long it polls in all; none if not positive.
+	Spin time.Duration
+	// Yield gives the processor to other processes between looks
+	// (sched_yield(2)), once Quick has passed.
+	Yield bool
+	Quick time.Duration
+}
+
 // Read fills p from the ring, waiting for data as needed. While the ring
-// is empty it first polls for up to spin (none if spin is not positive),
-// with yield also giving the processor to other processes between looks
-// (sched_yield(2)), then sleeps as Write does, asking stop after every
-// sleep. Once gone reports that the writer has gone away, Read returns what
-// is left and then ErrGone instead of waiting.
-func (r *Ring) Read(p []byte, spin time.Duration, yield bool, gone func() bool, stop func() error) error {
-	polled := spin <= 0
+// is empty it first polls as pl says, then sleeps as Write does, asking
+// stop after every sleep. Once gone reports that the writer has gone away,
+// Read returns what is left and then ErrGone instead of waiting.
+func (r *Ring) Read(p []byte, pl Poll, gone func() bool, stop func() error) error {
+	polled := pl.Spin <= 0
 	for len(p) > 0 {
 		head := atomic.LoadUint64(r.u64(offHead))
 		avail := int(head - r.pos)
@@ -97,7 +105,7 @@ func (r *Ring) Read(p []byte, spin time.Duration, yield bool, gone func() bool, 
 			switch {
 			case !polled:
 				polled = true
-				r.poll(offHead, r.pos, spin, yield, gone, stop)
+				r.poll(offHead, r.pos, pl, gone, stop)
 			case gone():
 				if atomic.LoadUint64(r.u64(offHead)) == r.pos {
 					return ErrGone

@@ -51,7 +51,7 @@ func TestStreamWraps(t *testing.T) {
 			}()
 			for i, m := range msgs {
 				got := make([]byte, len(m))
-				if err := r.Read(got, spin, yield, never, noStop); err != nil {
+				if err := r.Read(got, Poll{Spin: spin, Yield: yield}, never, noStop); err != nil {
 					t.Fatalf("spin %v yield %v: message %d: %v", spin, yield, i, err)
 				}
 				if !bytes.Equal(got, m) {
@@ -89,10 +89,10 @@ func TestReadDrainsThenGone(t *testing.T) {
 		}
 		gone := func() bool { return true }
 		got := make([]byte, 10)
-		if err := r.Read(got, spin, false, gone, noStop); err != nil || string(got) != "last words" {
+		if err := r.Read(got, Poll{Spin: spin}, gone, noStop); err != nil || string(got) != "last words" {
 			t.Fatalf("spin %v: Read = %q, %v; want what was written", spin, got, err)
 		}
-		if err := r.Read(got, spin, false, gone, noStop); !errors.Is(err, ErrGone) {
+		if err := r.Read(got, Poll{Spin: spin}, gone, noStop); !errors.Is(err, ErrGone) {
 			t.Errorf("spin %v: Read past the end = %v, want ErrGone", spin, err)
 		}
 	}
@@ -113,7 +113,7 @@ func TestStopEndsWaits(t *testing.T) {
 	}
 	wrote, read := make(chan error, 1), make(chan error, 1)
 	go func() { wrote <- w.Write(make([]byte, Capacity+1), stop) }()
-	go func() { read <- r.Read(make([]byte, 1), 0, false, never, stop) }()
+	go func() { read <- r.Read(make([]byte, 1), Poll{}, never, stop) }()
 	time.Sleep(20 * time.Millisecond)
 	stopped.Store(true)
 	w.WakeWriter()

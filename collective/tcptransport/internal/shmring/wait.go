@@ -23,26 +23,32 @@ func (r *Ring) WakeReader() { futex(r.u32(offWseq), futexWake, 1<<30) }
 // waiting for room, so that it asks its stop function again.
 func (r *Ring) WakeWriter() { futex(r.u32(offRseq), futexWake, 1<<30) }
 
-// poll busy-waits up to spin for the counter at off to move from v. It
+// poll busy-waits up to pl.Spin for the counter at off to move from v. It
 // gives up early when the writer has gone or stop reports an error.
 // Between looks it lets this process's other goroutines run, and with
-// yield also other processes (sched_yield(2)): where processes outnumber
-// the processors, the one that will write may be waiting for this very one.
-func (r *Ring) poll(off int, v uint64, spin time.Duration, yield bool, gone func() bool, stop func() error) {
-	deadline := time.Now().Add(spin)
+// pl.Yield, once pl.Quick has passed, also other processes (sched_yield(2)):
+// the process that will write may be waiting for this very one's
+// processor.
+func (r *Ring) poll(off int, v uint64, pl Poll, gone func() bool, stop func() error) {
+	start := time.Now()
+	deadline, quick := start.Add(pl.Spin), start.Add(pl.Quick)
+	yielding := false
 	for i := 0; ; i++ {
 		if atomic.LoadUint64(r.u64(off)) != v {
 			return
 		}
-		if yield {
+		if !yielding && i%64 != 63 {
+			continue
+		}
+		now := time.Now()
+		if now.After(deadline) || gone() || stop() != nil {
+			return
+		}
+		if pl.Yield && !now.Before(quick) {
+			yielding = true // from now on every look
 			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 		}
-		if yield || i%64 == 63 {
-			if time.Now().After(deadline) || gone() || stop() != nil {
-				return
-			}
-			runtime.Gosched()
-		}
+		runtime.Gosched()
 	}
 }
 
