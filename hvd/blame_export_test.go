@@ -1,7 +1,12 @@
 package hvd
 
+import "github.com/gorovod/gorovod/collective/engine"
+
 // StoppedByPeerShutdown exports stoppedByPeerShutdown to the tests.
 var StoppedByPeerShutdown = stoppedByPeerShutdown
 
 // EngineErr is the cause that stopped the runtime's engine, or nil.
 func (r *Runtime) EngineErr() error { return r.engine.Err() }
+
+// EngineStats is the runtime's engine's statistics.
+func (r *Runtime) EngineStats() engine.Stats { return r.engine.Stats() }

@@ -58,6 +58,11 @@ type gradSync struct {
 	post     float64   // multiplies the sum on its way back into the gradient
 	h        *Handle   // the all-reduce in flight, or nil
 	reported bool      // reported in the current pass
+	// alone: the job has one rank and the gradient travels in its own type
+	// with no scaling, so its all-reduce would return it unchanged, bit
+	// for bit (pre and post are 1); the optimizer leaves it in Grad and
+	// keeps the engine out of the step.
+	alone bool
 }
 
 // NewDistributedOptimizer wraps inner for the job of rt (nil: the default
@@ -82,6 +87,7 @@ func NewDistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptio
 		wt := opts.Compression.WireDTypeFor(p.DType())
 		g := &gradSync{p: p, wire: newWire(wt, "grad/"+p.Name, p.Len())}
 		g.pre, g.post = opts.factors(rt.Size(), wt == p.DType())
+		g.alone = rt.Size() == 1 && wt == p.DType() && g.pre == 1 && g.post == 1
 		o.grads = append(o.grads, g)
 		o.index[p.Name] = g
 	}
