@@ -35,7 +35,9 @@ type DistributedOptions struct {
 // computed it; its all-reduce starts at once, overlapping the rest of the
 // backward pass. Step reports whatever was not reported yet, waits for
 // every all-reduce, and then runs the wrapped optimizer. The all-reduces
-// are named "grad/<parameter name>".
+// are named "grad/<parameter name>". In a job of one rank, gradients that
+// travel in their own type are left in Grad as they are (their mean over
+// one rank) and no all-reduce runs.
 type DistributedOptimizer struct {
 	inner Optimizer
 	rt    *Runtime
