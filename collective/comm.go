@@ -243,17 +243,20 @@ func (c *Comm) execute(ctx context.Context, r *run, total int) error {
 // sends on it (elements of esz bytes), so that p can run inline: no send
 // then waits for a peer, even with the previous operation's last messages
 // still unread (a plan that only receives, like the end of a broadcast
-// chain, qualifies at once). Inline execution skips the pipelined executor's goroutine
-// hand-offs. Over shared memory (4 MiB rings), on the 2-CPU test VM, ring
-// all-reduces ran faster inline at every size that fits, whether each
-// rank had a processor or not: busbw in GB/s, three launches each of
-// examples/allreduce_bench, pipelined against inline,
+// chain, qualifies at once). Inline execution skips the pipelined
+// executor's goroutine hand-offs. Over shared memory (4 MiB rings), on the
+// 2-CPU test VM, ring all-reduces ran faster inline at every size that
+// fits, whether each rank had a processor or not: busbw in GB/s, three
+// launches each of examples/allreduce_bench, pipelined against inline,
 //
 //	n=2:  64 KiB 4.3-6.1 / 8.7-10.4,  256 KiB 10.7-11.1 / 14.1-14.7,  1 MiB 12.0-13.8 / 14.6-15.0
 //	n=4:  64 KiB 0.65-0.69 / 0.89-1.08,  256 KiB 1.18-1.32 / 2.05-2.45,  1 MiB 1.51-2.23 / 2.22-3.48
 //
-// (at n=4 on two processors, recursive doubling, which inline execution
-// also allows, did better still up to 64 KiB: see allreduceKey).
+// The choice is each rank's own (its links may differ: a failed
+// shared-memory handshake leaves one on TCP), which is why it only picks
+// how a plan runs and never which plan: every rank must run the same
+// schedule. Recursive doubling measured better still at n=4 up to 64 KiB,
+// but choosing it by buffering would let ranks disagree on the algorithm.
 func (c *Comm) buffers(p *plan, esz int) bool {
 	for _, l := range p.links {
 		b, ok := c.t.Conn(l.peer).(Buffered)

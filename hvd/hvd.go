@@ -54,12 +54,17 @@ func Init(ctx context.Context) error {
 		return err
 	}
 	defaultRT = rt
-	if n := shareOfProcessors(os.Getenv("GOMAXPROCS"), runtime.NumCPU(), rt.LocalSize()); n > 0 {
+	if n := shareOfProcessors(os.Getenv("GOMAXPROCS"), startProcs(), rt.LocalSize()); n > 0 {
 		runtime.GOMAXPROCS(n)
 		rt.log.Debug("hvd: GOMAXPROCS set to this rank's share of the host's processors", "gomaxprocs", n, "local_size", rt.LocalSize())
 	}
 	return nil
 }
+
+// startProcs is GOMAXPROCS as the process started with it (the runtime's
+// default: the processors it may use, cgroup limits included), before any
+// Init divided it.
+var startProcs = sync.OnceValue(func() int { return runtime.GOMAXPROCS(0) })
 
 // shareOfProcessors is the GOMAXPROCS that Init gives a rank: the host's
 // processors divided among its ranks, when several ranks share a host
