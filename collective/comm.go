@@ -96,6 +96,15 @@ type Comm struct {
 	hopsErr  error
 }
 
+// The two-level schedules, software-pipelined over blocks, order a rank's
+// steps for an executor whose sends run ahead of its receives: run step by
+// step, a rank may wait to receive what its peer sends only after
+// receiving in turn. They never run inline (see plan.overlapped).
+const (
+	algAllreduceHier = "allreduce-hier"
+	algAllgatherHier = "allgather-hier"
+)
+
 type planKey struct {
 	alg              string
 	root, count, esz int
@@ -196,6 +205,7 @@ func (c *Comm) getPlan(key planKey, mk func() []Step) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.overlapped = key.alg == algAllreduceHier || key.alg == algAllgatherHier
 	if len(c.plans) > 256 { // bound the cache: shapes in training loops repeat
 		clear(c.plans)
 	}
@@ -222,7 +232,7 @@ func (c *Comm) scratchBuffers(n, size int) [][]byte {
 func (c *Comm) execute(ctx context.Context, r *run, total int) error {
 	r.t, r.fail = c.t, c.fail
 	var err error
-	if total <= c.opts.InlineBytes || c.buffers(r.p, r.esz) {
+	if total <= c.opts.InlineBytes || !r.p.overlapped && c.buffers(r.p, r.esz) {
 		c.runs[0]++
 		err = r.runInline(ctx, c.scratchBuffers(1, r.p.scratch*r.esz)[0])
 	} else {

@@ -104,3 +104,24 @@ func TestInlineShm(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoLevelNeverInline: the two-level schedules, which count on sends
+// running ahead of receives, run pipelined even over links that would
+// buffer them (run step by step they hung on six ranks over shared
+// memory), and still give the right result.
+func TestTwoLevelNeverInline(t *testing.T) {
+	ts := meshtest.Mem(t, 6)
+	cs := make([]*collective.Comm, len(ts))
+	for r, tr := range ts {
+		cs[r] = collective.NewComm(bufferingTransport{tr, 64 << 20}, collective.Options{SegmentBytes: 64, InlineBytes: 256,
+			Hosts: []int{3, 3, 1, 1, 2, 2}, Hierarchical: collective.HierarchyOn})
+		t.Cleanup(func() { cs[r].Close() })
+	}
+	allreduceCase(t, cs, kernels.F16, kernels.Sum, 1009)
+	allgatherCase(t, cs, []int{300, 301, 302, 303, 304, 305})
+	for r, c := range cs {
+		if in, piped := collective.Runs(c); in != 0 || piped != 2 {
+			t.Errorf("rank %d: %d inline and %d pipelined runs, want 0 and 2", r, in, piped)
+		}
+	}
+}

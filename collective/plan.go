@@ -23,6 +23,9 @@ type plan struct {
 	// links are the peers this rank sends to, with the messages and
 	// elements it sends each of them over the whole plan.
 	links []linkLoad
+	// overlapped: the schedule needs sends to run ahead of receives (the
+	// two-level ones), so it runs pipelined whatever its links buffer.
+	overlapped bool
 }
 
 // linkLoad is what a plan sends on one link.
