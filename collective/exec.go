@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/gorovod/gorovod/kernels"
@@ -33,9 +34,15 @@ func (r *run) bytes(s Segment) []byte {
 }
 
 // abort stops the run after err: the communicator fails (closing the
-// transport unblocks all I/O) and every waiter wakes.
+// transport unblocks all I/O) and every waiter wakes. An error that only
+// says the transport was closed here is not recorded as the cause: whoever
+// closed it (a failure on another link of this run, or Close) reports why,
+// and a concurrent failure of a link must not be blamed on the closing it
+// caused.
 func (r *run) abort(err error) {
-	r.fail(err)
+	if !errors.Is(err, ErrClosed) {
+		r.fail(err)
+	}
 	r.stopOnce.Do(func() { close(r.stop) })
 	r.sent.abort()
 	r.recvd.abort()
@@ -118,10 +125,23 @@ func (r *run) runPipelined(ctx context.Context, scratch [][]byte) error {
 		r.abort(sendErr)
 	}
 	wg.Wait()
-	if sendErr != nil {
-		return sendErr
+	return firstCause(sendErr, recvErr)
+}
+
+// firstCause returns the first of errs that is not nil and does not merely
+// say the transport was closed here, or else the first that is not nil.
+func firstCause(errs ...error) error {
+	var closed error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case !errors.Is(err, ErrClosed):
+			return err
+		case closed == nil:
+			closed = err
+		}
 	}
-	return recvErr
+	return closed
 }
 
 func (r *run) sender(ctx context.Context) error {

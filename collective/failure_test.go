@@ -3,6 +3,7 @@ package collective_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,5 +181,73 @@ func TestCloseThenCall(t *testing.T) {
 	cs[0].Close()
 	if err := cs[0].Barrier(context.Background()); !errors.Is(err, collective.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// closingSendTransport fails rank 0's first send to peer 1 the way a link
+// may break: it closes the whole transport and returns errInjected only
+// after the pending receive has seen the closing, the order that once made
+// rank 0 blame the closing on peer 1's receive instead of the send.
+type closingSendTransport struct {
+	collective.Transport
+	recvFailed chan struct{}
+	once       sync.Once
+}
+
+func (f *closingSendTransport) Conn(peer int) collective.Conn {
+	return closingSendConn{f.Transport.Conn(peer), f}
+}
+
+type closingSendConn struct {
+	collective.Conn
+	f *closingSendTransport
+}
+
+func (c closingSendConn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
+	if tag.Step == 1 { // the second message: the receiver is waiting by then
+		c.f.Transport.Close()
+		select {
+		case <-c.f.recvFailed:
+		case <-time.After(10 * time.Second):
+		}
+		return errInjected
+	}
+	return c.Conn.Send(ctx, tag, p)
+}
+
+func (c closingSendConn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
+	err := c.Conn.Recv(ctx, tag, p)
+	if err != nil {
+		c.f.once.Do(func() { close(c.f.recvFailed) })
+	}
+	return err
+}
+
+// TestSendFailureBlamedOverItsClosing: when a send fails and the closing
+// of the transport reaches a concurrent receive first, the operation still
+// reports the send's failure, naming its peer, and the communicator keeps
+// it as its cause.
+func TestSendFailureBlamedOverItsClosing(t *testing.T) {
+	ts := meshtest.Mem(t, 2)
+	ft := &closingSendTransport{Transport: ts[0], recvFailed: make(chan struct{})}
+	cs := []*collective.Comm{
+		collective.NewComm(ft, collective.Options{SegmentBytes: 64, InlineBytes: 64}),
+		collective.NewComm(ts[1], collective.Options{SegmentBytes: 64, InlineBytes: 64}),
+	}
+	for _, c := range cs {
+		defer c.Close()
+	}
+	errs := onAll(t, cs, 20*time.Second, func(r int, c *collective.Comm) error {
+		return collective.Allreduce(context.Background(), c, make([]float32, 1024), kernels.Sum, collective.ReduceOptions{})
+	})
+	var oe *collective.OpError
+	if !errors.Is(errs[0], errInjected) || !errors.As(errs[0], &oe) || oe.Peer != 1 {
+		t.Fatalf("rank 0: %v; want the injected send failure naming peer 1", errs[0])
+	}
+	if err := cs[0].Err(); !errors.Is(err, errInjected) {
+		t.Fatalf("rank 0's communicator keeps %v as its cause; want the send failure", err)
+	}
+	if errs[1] == nil {
+		t.Fatal("rank 1 finished without error")
 	}
 }
