@@ -195,7 +195,7 @@ func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 	if c.hier.twoLevel(count*esz, c.opts.InlineBytes) {
 		hosts, seg := c.hier.hosts, c.segElems(esz)
 		blocks := blockCount(count, len(hosts[0])*seg)
-		return planKey{alg: "allreduce-hier", count: count, esz: esz}, func() []Step {
+		return planKey{alg: algAllreduceHier, count: count, esz: esz}, func() []Step {
 			return HierarchicalAllreduce(c.Rank(), hosts, count, seg, blocks)
 		}
 	}
@@ -267,7 +267,7 @@ func (c *Comm) Allgather(ctx context.Context, dt kernels.DType, buf []byte, coun
 	if c.hier.twoLevel(len(buf), c.opts.InlineBytes) {
 		hosts, seg := c.hier.hosts, c.segElems(dt.Size())
 		blocks := blockCount(slices.Max(counts), seg)
-		key.alg, mk = "allgather-hier", func() []Step { return HierarchicalAllgather(c.Rank(), hosts, counts, seg, blocks) }
+		key.alg, mk = algAllgatherHier, func() []Step { return HierarchicalAllgather(c.Rank(), hosts, counts, seg, blocks) }
 	}
 	p, err := x.plan(key, mk)
 	if err != nil {

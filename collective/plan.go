@@ -20,6 +20,17 @@ type plan struct {
 	scratch int
 	// maxMsg is the largest message, in elements.
 	maxMsg int
+	// links are the peers this rank sends to, with the messages and
+	// elements it sends each of them over the whole plan.
+	links []linkLoad
+	// overlapped: the schedule needs sends to run ahead of receives (the
+	// two-level ones), so it runs pipelined whatever its links buffer.
+	overlapped bool
+}
+
+// linkLoad is what a plan sends on one link.
+type linkLoad struct {
+	peer, msgs, elems int
 }
 
 // newPlan checks steps against the rank and size and derives the
@@ -33,6 +44,7 @@ func newPlan(steps []Step, rank, size int) (*plan, error) {
 		recvTag:   make([]uint32, len(steps)),
 	}
 	sent, recvd := map[int]uint32{}, map[int]uint32{}
+	load := map[int]int{} // peer -> index in p.links
 	for i, st := range steps {
 		if err := checkStep(st, rank, size); err != nil {
 			return nil, fmt.Errorf("step %d: %w", i, err)
@@ -42,6 +54,14 @@ func newPlan(steps []Step, rank, size int) (*plan, error) {
 			p.sendAfter[i] = p.lastRecvOverlapping(i, st.Send)
 			p.sendTag[i] = sent[st.SendTo]
 			sent[st.SendTo]++
+			k, ok := load[st.SendTo]
+			if !ok {
+				k = len(p.links)
+				load[st.SendTo] = k
+				p.links = append(p.links, linkLoad{peer: st.SendTo})
+			}
+			p.links[k].msgs++
+			p.links[k].elems += st.Send.Len
 			p.maxMsg = max(p.maxMsg, st.Send.Len)
 		}
 		if st.RecvFrom >= 0 {

@@ -22,6 +22,17 @@ type Conn interface {
 	Recv(ctx context.Context, tag Tag, p []byte) error
 }
 
+// Buffered is implemented by Conns that can promise how much a Send may
+// leave unreceived: as long as the frames sent on the link and not yet
+// received hold at most Buffered(n) payload bytes in n messages, each Send
+// returns without waiting for the peer. 0 promises nothing. When every
+// link a plan sends on buffers twice what the plan sends on it, the
+// communicator runs the plan step by step in the caller's goroutine
+// instead of pipelining it over three (see Comm.execute).
+type Buffered interface {
+	Buffered(messages int) int
+}
+
 // Transport is a full mesh of Conns between the ranks of one job.
 //
 // Failures are sticky: after a Conn fails (peer gone, bad frame, deadline),

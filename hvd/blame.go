@@ -150,6 +150,15 @@ func (c *blameConn) Send(ctx context.Context, tag collective.Tag, p []byte) erro
 	return err
 }
 
+// Buffered passes on what the wrapped link promises to buffer (see
+// collective.Buffered), so that wrapping it changes nothing.
+func (c *blameConn) Buffered(messages int) int {
+	if b, ok := c.Conn.(collective.Buffered); ok {
+		return b.Buffered(messages)
+	}
+	return 0
+}
+
 // Recv receives on the link, reporting a peer that went away.
 func (c *blameConn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	err := c.Conn.Recv(ctx, tag, p)

@@ -42,41 +42,49 @@ func BenchmarkEngineStep(b *testing.B) {
 		{"256x16KiB/cache=off", 256, true, 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			cs := benchComms(b, ranks)
 			cfg := engine.DefaultConfig()
 			cfg.CacheCapacity = c.cache
-			steps := make([]func() error, ranks)
-			var es []*engine.Engine
-			for r, comm := range cs {
-				if !c.engine {
-					buf := make([]float32, total/4)
-					steps[r] = func() error {
-						return collective.Allreduce(context.Background(), comm, buf, kernels.Sum, collective.ReduceOptions{})
-					}
-					continue
-				}
-				e := engine.New(comm, cfg)
-				es = append(es, e)
-				steps[r] = engineStep(e, c.tensors, total/c.tensors)
-			}
-			defer func() {
-				for _, e := range es {
-					e.Shutdown()
-				}
-			}()
-			runSteps(b, steps, 3) // warm up: plans, buffers, the cache
-			var before engine.Stats
-			if es != nil {
-				before = es[0].Stats()
-			}
-			b.SetBytes(total)
-			b.ResetTimer()
-			runSteps(b, steps, b.N)
-			b.StopTimer()
-			if es != nil {
-				reportEngine(b, before, es[0].Stats())
-			}
+			benchEngineSteps(b, ranks, total, c.tensors, c.engine, cfg, 3)
 		})
+	}
+}
+
+// benchEngineSteps times steps of total bytes of float32 on ranks
+// in-process ranks: one bare Comm.Allreduce of all of it (viaEngine false),
+// or tensors all-reduces through engines configured by cfg, after warm
+// warm-up steps; it reports the engine's statistics per step.
+func benchEngineSteps(b *testing.B, ranks, total, tensors int, viaEngine bool, cfg engine.Config, warm int) {
+	cs := benchComms(b, ranks)
+	steps := make([]func() error, ranks)
+	var es []*engine.Engine
+	for r, comm := range cs {
+		if !viaEngine {
+			buf := make([]float32, total/4)
+			steps[r] = func() error {
+				return collective.Allreduce(context.Background(), comm, buf, kernels.Sum, collective.ReduceOptions{})
+			}
+			continue
+		}
+		e := engine.New(comm, cfg)
+		es = append(es, e)
+		steps[r] = engineStep(e, tensors, total/tensors)
+	}
+	defer func() {
+		for _, e := range es {
+			e.Shutdown()
+		}
+	}()
+	runSteps(b, steps, warm) // plans, buffers, the cache
+	var before engine.Stats
+	if es != nil {
+		before = es[0].Stats()
+	}
+	b.SetBytes(int64(total))
+	b.ResetTimer()
+	runSteps(b, steps, b.N)
+	b.StopTimer()
+	if es != nil {
+		reportEngine(b, before, es[0].Stats())
 	}
 }
 
@@ -203,38 +211,7 @@ func BenchmarkEngineSmall(b *testing.B) {
 	const ranks, size = 2, 4 << 10
 	for _, viaEngine := range []bool{false, true} {
 		b.Run(map[bool]string{false: "comm-4KiB", true: "engine-4KiB"}[viaEngine], func(b *testing.B) {
-			cs := benchComms(b, ranks)
-			steps := make([]func() error, ranks)
-			var es []*engine.Engine
-			for r, c := range cs {
-				if !viaEngine {
-					buf := make([]float32, size/4)
-					steps[r] = func() error {
-						return collective.Allreduce(context.Background(), c, buf, kernels.Sum, collective.ReduceOptions{})
-					}
-					continue
-				}
-				e := engine.New(c, engine.DefaultConfig())
-				es = append(es, e)
-				steps[r] = engineStep(e, 1, size)
-			}
-			defer func() {
-				for _, e := range es {
-					e.Shutdown()
-				}
-			}()
-			runSteps(b, steps, 10)
-			var before engine.Stats
-			if es != nil {
-				before = es[0].Stats()
-			}
-			b.SetBytes(size)
-			b.ResetTimer()
-			runSteps(b, steps, b.N)
-			b.StopTimer()
-			if es != nil {
-				reportEngine(b, before, es[0].Stats())
-			}
+			benchEngineSteps(b, ranks, size, 1, viaEngine, engine.DefaultConfig(), 10)
 		})
 	}
 }

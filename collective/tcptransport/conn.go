@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
 // conn is the collective.Conn to one peer: two TCP sockets, one per
@@ -103,3 +104,14 @@ type badConn struct{ err error }
 
 func (b badConn) Send(context.Context, collective.Tag, []byte) error { return b.err }
 func (b badConn) Recv(context.Context, collective.Tag, []byte) error { return b.err }
+
+// Buffered is what the link to the peer holds unreceived, in payload bytes
+// of messages frames (see collective.Buffered): a shared-memory ring's
+// capacity less the frames' headers; nothing promised over TCP, whose
+// socket buffers Linux sizes as it goes.
+func (c *conn) Buffered(messages int) int {
+	if _, ok := c.link.(*shmLink); !ok {
+		return 0
+	}
+	return max(0, shmring.Capacity-messages*headerSize)
+}

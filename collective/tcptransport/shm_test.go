@@ -2,6 +2,7 @@ package tcptransport
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -219,5 +220,48 @@ func TestShmSenderBlockedByFullRingEndsWhenPeerGoes(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Send still blocked 5s after the peer closed")
+	}
+}
+
+// TestBufferedPromise: a shared-memory link promises its ring's capacity
+// less the frame headers, a TCP link nothing, and the promise holds: a
+// rank sends that much without its peer reading, then the peer reads it.
+func TestBufferedPromise(t *testing.T) {
+	for _, noShm := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ts, err := LocalMeshConfig(ctx, 2, Config{Secret: bytes.Repeat([]byte{7}, 32), NoSharedMemory: noShm})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, ok := ts[0].Conn(1).(collective.Buffered)
+		if !ok {
+			t.Fatal("conn does not implement collective.Buffered")
+		}
+		want := shmring.Capacity - 3*headerSize
+		if noShm {
+			want = 0
+		}
+		if got := b.Buffered(3); got != want {
+			t.Errorf("shared memory %v: Buffered(3) = %d, want %d", !noShm, got, want)
+		}
+		if !noShm {
+			msg := make([]byte, want/3)
+			sendCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			for i := range 3 {
+				if err := ts[0].Conn(1).Send(sendCtx, collective.Tag{Seq: 1, Step: uint32(i)}, msg); err != nil {
+					t.Fatalf("send %d with nobody reading: %v", i, err)
+				}
+			}
+			for i := range 3 {
+				if err := ts[1].Conn(0).Recv(sendCtx, collective.Tag{Seq: 1, Step: uint32(i)}, msg); err != nil {
+					t.Fatalf("recv %d: %v", i, err)
+				}
+			}
+			cancel()
+		}
+		for _, tr := range ts {
+			tr.Close()
+		}
 	}
 }

@@ -43,6 +43,7 @@ func run(args []string, getenv func(string) string, out io.Writer) error {
 	csv := fs.Bool("csv", false, "print RESULT,... lines and '# done' (shared/peers format)")
 	label := fs.String("label", "gorovod", "label of the RESULT lines")
 	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default)")
+	inline := fs.Int("inline", 0, "largest buffer in bytes run inline, without pipelining goroutines (0: the library default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func run(args []string, getenv func(string) string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hcfg.Comm = collective.Options{SegmentBytes: *segment}
+	hcfg.Comm = collective.Options{SegmentBytes: *segment, InlineBytes: *inline}
 	return bench(context.Background(), hcfg, cfg, out)
 }
 
