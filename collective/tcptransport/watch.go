@@ -3,7 +3,8 @@ package tcptransport
 import (
 	"context"
 	"io"
-	"sync"
+	"runtime"
+	"sync/atomic"
 )
 
 // closeOnDone closes c if ctx ends before release is called. release
@@ -26,48 +27,101 @@ func closeOnDone(ctx context.Context, c io.Closer) (release func() (open bool)) 
 }
 
 // ctxWatch fails one direction of a conn when the context of the call in
-// progress ends. Each conn has one per direction, reused call after call,
-// so watching a context costs one context.AfterFunc and nothing else; a
-// context that can never end costs nothing.
+// progress ends. Each conn has one per direction. A context stays watched
+// after its call, until calls under two others have come since or the conn
+// fails, so calls under long-lived contexts (an engine's, which alternates
+// two: its negotiation's and its data's; a training loop's) register each
+// once and then cost two atomic operations; a context that can never end
+// costs nothing. The end of a context between calls fails nothing: the next
+// call under it finds it ended (see conn.ready).
 type ctxWatch struct {
-	c    *conn
-	op   string          // opSend or opRecv
-	fire func()          // w.expire, bound once so calls do not allocate it
-	ctx  context.Context // the watched call's context, read by fire
-	stop func() bool     // detaches fire; nil when nothing is watched
-	wg   sync.WaitGroup  // counts a fire that may run
+	c     *conn
+	op    string       // opSend or opRecv
+	slots [2]watchSlot // the watched contexts, the last used first
+	gen   uint64       // the generation of the newest registration
+	cur   uint64       // the generation of the current call's context
+	// state is cur<<2 | the phase of the current call: watchIdle between
+	// calls, watchCalling during one, watchFiring while the end of its
+	// context fails the link. A fire of another generation finds it
+	// different and does nothing.
+	state atomic.Uint64
 }
+
+// watchSlot is one watched context.
+type watchSlot struct {
+	ctx  context.Context // nil when the slot is free
+	stop func() bool     // detaches the watch
+	gen  uint64
+}
+
+const (
+	watchIdle = iota
+	watchCalling
+	watchFiring
+	watchPhases = 4 // the phase takes the state's low two bits
+)
 
 func (w *ctxWatch) init(c *conn, op string) {
 	w.c, w.op = c, op
-	w.fire = w.expire
 }
 
-func (w *ctxWatch) expire() {
-	defer w.wg.Done()
-	w.c.fail(ctxError(w.ctx, w.c.where(w.op)))
-}
-
-// begin watches ctx until end.
+// begin watches ctx for the call that starts now.
 func (w *ctxWatch) begin(ctx context.Context) {
 	if ctx.Done() == nil {
 		return
 	}
-	w.ctx = ctx
-	w.wg.Add(1)
-	w.stop = context.AfterFunc(ctx, w.fire)
+	switch ctx {
+	case w.slots[0].ctx:
+	case w.slots[1].ctx:
+		w.slots[0], w.slots[1] = w.slots[1], w.slots[0]
+	default:
+		w.slots[1].detach()
+		w.gen++
+		gen := w.gen
+		w.slots[1] = w.slots[0]
+		w.slots[0] = watchSlot{ctx: ctx, gen: gen, stop: context.AfterFunc(ctx, func() { w.expire(ctx, gen) })}
+	}
+	w.cur = w.slots[0].gen
+	w.state.Store(w.cur*watchPhases + watchCalling)
+	if ctx.Err() != nil { // ended before the call was marked: its fire saw no call
+		w.expire(ctx, w.cur)
+	}
 }
 
-// end stops watching. If the context ended meanwhile, end waits until the
-// link is failed, so no goroutine outlives the call.
+// expire fails the link if a call under the context of generation gen is
+// in progress.
+func (w *ctxWatch) expire(ctx context.Context, gen uint64) {
+	if w.state.CompareAndSwap(gen*watchPhases+watchCalling, gen*watchPhases+watchFiring) {
+		w.c.fail(ctxError(ctx, w.c.where(w.op)))
+		w.state.Store(gen*watchPhases + watchIdle)
+	}
+}
+
+// end marks the call over. If its context ended meanwhile, end waits until
+// the link is failed, so the failure is in place when the call returns. A
+// failed conn stops watching.
 func (w *ctxWatch) end() {
-	if w.stop == nil {
+	if w.cur == 0 {
 		return
 	}
-	if w.stop() {
-		w.wg.Done()
-	} else {
-		w.wg.Wait()
+	calling := w.cur*watchPhases + watchCalling
+	if !w.state.CompareAndSwap(calling, calling-watchCalling) {
+		for w.state.Load() == w.cur*watchPhases+watchFiring {
+			runtime.Gosched()
+		}
 	}
-	w.stop, w.ctx = nil, nil
+	w.cur = 0
+	if w.c.failed.Load() != nil {
+		w.slots[0].detach()
+		w.slots[1].detach()
+	}
+}
+
+// detach stops watching the slot's context; a fire already under way
+// finds the state of another generation.
+func (s *watchSlot) detach() {
+	if s.stop != nil {
+		s.stop()
+	}
+	*s = watchSlot{}
 }
