@@ -63,9 +63,9 @@ func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
 		if o.Progress != nil {
 			o.Progress.Store(int32(i))
 		}
-		hctx, cancel := hopContext(ctx, start, a.hops[i].budget, o.Limit)
+		hctx := c.hopContext(ctx, start, a.hops[i].budget, o.Limit)
 		err := x.step(ctx, hctx, i)
-		cancel()
+		c.hopClock.Disarm()
 		if err != nil {
 			c.fail(err)
 			return c.Err()
@@ -132,13 +132,15 @@ func (c *Comm) AgreeWaitsFor(step int) []int {
 	return hops[step].from
 }
 
-// hopContext is ctx with the deadline of a hop of the given budget; with
-// no limit it is ctx itself.
-func hopContext(ctx context.Context, start time.Time, budget int, limit time.Duration) (context.Context, context.CancelFunc) {
+// hopContext is ctx with the deadline of a hop of the given budget, from
+// the Comm's re-armed clock (see deadline.Clock: the engine agrees every
+// cycle under one context); with no limit it is ctx itself. The caller
+// disarms the clock after the hop.
+func (c *Comm) hopContext(ctx context.Context, start time.Time, budget int, limit time.Duration) context.Context {
 	if limit <= 0 {
-		return ctx, func() {}
+		return ctx
 	}
-	return context.WithDeadline(ctx, start.Add(time.Duration(budget)*limit))
+	return c.hopClock.Arm(ctx, time.Until(start.Add(time.Duration(budget)*limit)))
 }
 
 // agreeRun is one Agree in progress.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/gorovod/gorovod/collective/internal/deadline"
 )
 
 // Defaults for Options. DefaultSegmentBytes: on the 2-CPU test VM, ranks in
@@ -94,6 +96,7 @@ type Comm struct {
 	hopsOnce sync.Once // Agree's hops, derived once (they depend on the size only)
 	hops     []hop
 	hopsErr  error
+	hopClock deadline.Clock // Agree's hop deadlines; used inside an operation only
 }
 
 // The two-level schedules, software-pipelined over blocks, order a rank's
