@@ -9,8 +9,10 @@ import (
 )
 
 // submit hands a named operation on t to the runtime's engine. out builds
-// the handle's Output from the engine's result (data and shape).
-func (r *Runtime) submit(op string, t *Tensor, req engine.Request, out func(data []byte, shape []int) *Tensor) *Handle {
+// the handle's Output from the engine's result (data and shape). A driven
+// operation is one the caller waits for at once without a deadline: its
+// Wait runs the engine's cycles (engine.SubmitDriven).
+func (r *Runtime) submit(op string, t *Tensor, req engine.Request, out func(data []byte, shape []int) *Tensor, driven bool) *Handle {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -21,8 +23,12 @@ func (r *Runtime) submit(op string, t *Tensor, req engine.Request, out func(data
 	if t != nil {
 		data = t.Data
 	}
-	eh := r.engine.Submit(req, data)
-	return &Handle{name: req.Name, done: eh.Done(), result: func() (*Tensor, error) {
+	submit := r.engine.Submit
+	if driven {
+		submit = r.engine.SubmitDriven
+	}
+	eh := submit(req, data)
+	return &Handle{name: req.Name, done: eh.Done(), drive: eh.Drive, result: func() (*Tensor, error) {
 		if err := eh.Err(); err != nil {
 			return nil, r.wrap(op, req.Name, err)
 		}

@@ -213,7 +213,11 @@ func AllreduceAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
 
 // Allreduce all-reduces t in place on the default runtime.
 func Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) error {
-	return AllreduceAsync(t, op, o).Wait(ctx)
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return h.Wait(ctx)
+	}
+	return rt.Allreduce(ctx, t, op, o)
 }
 
 // BroadcastAsync starts a broadcast on the default runtime.
@@ -227,7 +231,11 @@ func BroadcastAsync(t *Tensor, root int) *Handle {
 
 // Broadcast copies root's t into every rank's t.
 func Broadcast(ctx context.Context, t *Tensor, root int) error {
-	return BroadcastAsync(t, root).Wait(ctx)
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return h.Wait(ctx)
+	}
+	return rt.Broadcast(ctx, t, root)
 }
 
 // AllgatherAsync starts an all-gather on the default runtime.
@@ -241,9 +249,11 @@ func AllgatherAsync(t *Tensor) *Handle {
 
 // Allgather concatenates every rank's t along the first dimension.
 func Allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
-	h := AllgatherAsync(t)
-	err := h.Wait(ctx)
-	return h.Output(), err
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return nil, h.Wait(ctx)
+	}
+	return rt.Allgather(ctx, t)
 }
 
 // ReduceScatterAsync starts a reduce-scatter on the default runtime.
@@ -257,9 +267,11 @@ func ReduceScatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
 
 // ReduceScatter reduces t across ranks and returns this rank's share.
 func ReduceScatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
-	h := ReduceScatterAsync(t, op, o)
-	err := h.Wait(ctx)
-	return h.Output(), err
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return nil, h.Wait(ctx)
+	}
+	return rt.ReduceScatter(ctx, t, op, o)
 }
 
 // AlltoallAsync starts an all-to-all on the default runtime.
@@ -273,9 +285,11 @@ func AlltoallAsync(t *Tensor, splits []int) *Handle {
 
 // Alltoall exchanges rows of t between all ranks.
 func Alltoall(ctx context.Context, t *Tensor, splits []int) (*Tensor, error) {
-	h := AlltoallAsync(t, splits)
-	err := h.Wait(ctx)
-	return h.Output(), err
+	rt, h := runtimeFor(nameOf(t))
+	if rt == nil {
+		return nil, h.Wait(ctx)
+	}
+	return rt.Alltoall(ctx, t, splits)
 }
 
 // GroupedAllreduceAsync all-reduces ts as one unit on the default runtime;

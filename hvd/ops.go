@@ -44,18 +44,27 @@ func result(t *Tensor) func([]byte, []int) *Tensor {
 // submit their tensors in any order; ready tensors are fused into few
 // large all-reduces.
 func (r *Runtime) AllreduceAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+	return r.allreduce(t, op, o, false)
+}
+
+func (r *Runtime) allreduce(t *Tensor, op kernels.Op, o ReduceOptions, driven bool) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
 	req := request(t, engine.KindAllreduce)
 	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
-	return r.submit("allreduce", t, req, inPlace(t))
+	return r.submit("allreduce", t, req, inPlace(t), driven)
 }
 
 // Allreduce is AllreduceAsync followed by Wait.
 func (r *Runtime) Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) error {
-	return r.AllreduceAsync(t, op, o).Wait(ctx)
+	return r.allreduce(t, op, o, waitsAtOnce(ctx)).Wait(ctx)
 }
+
+// waitsAtOnce says whether a blocking operation may be driven: its
+// caller's wait can never end early, so the caller may as well run the
+// engine's cycles itself (see Runtime.submit).
+func waitsAtOnce(ctx context.Context) bool { return ctx.Done() == nil }
 
 // GroupedAllreduceAsync all-reduces the tensors ts as one unit: they are
 // negotiated together, fused together where their dtypes allow, and their
@@ -78,7 +87,7 @@ func (r *Runtime) GroupedAllreduceAsync(ts []*Tensor, op kernels.Op, o ReduceOpt
 		req := request(t, engine.KindAllreduce)
 		req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
 		req.Group, req.GroupSize = group, len(ts)
-		hs[i] = r.submit("allreduce", t, req, inPlace(t))
+		hs[i] = r.submit("allreduce", t, req, inPlace(t), false)
 	}
 	return hs
 }
@@ -110,32 +119,38 @@ func groupID(names []string) uint64 {
 
 // BroadcastAsync starts an in-place broadcast of root's t to every rank.
 func (r *Runtime) BroadcastAsync(t *Tensor, root int) *Handle {
+	return r.broadcast(t, root, false)
+}
+
+func (r *Runtime) broadcast(t *Tensor, root int, driven bool) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
 	req := request(t, engine.KindBroadcast)
 	req.Root = root
-	return r.submit("broadcast", t, req, inPlace(t))
+	return r.submit("broadcast", t, req, inPlace(t), driven)
 }
 
 // Broadcast is BroadcastAsync followed by Wait.
 func (r *Runtime) Broadcast(ctx context.Context, t *Tensor, root int) error {
-	return r.BroadcastAsync(t, root).Wait(ctx)
+	return r.broadcast(t, root, waitsAtOnce(ctx)).Wait(ctx)
 }
 
 // AllgatherAsync concatenates every rank's t along the first dimension, in
 // rank order; ranks may contribute different numbers of rows. The result
 // is the handle's Output, named like t.
-func (r *Runtime) AllgatherAsync(t *Tensor) *Handle {
+func (r *Runtime) AllgatherAsync(t *Tensor) *Handle { return r.allgather(t, false) }
+
+func (r *Runtime) allgather(t *Tensor, driven bool) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
-	return r.submit("allgather", t, request(t, engine.KindAllgather), result(t))
+	return r.submit("allgather", t, request(t, engine.KindAllgather), result(t), driven)
 }
 
 // Allgather is AllgatherAsync followed by Wait; it returns the result.
 func (r *Runtime) Allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
-	h := r.AllgatherAsync(t)
+	h := r.allgather(t, waitsAtOnce(ctx))
 	err := h.Wait(ctx)
 	return h.Output(), err
 }
@@ -144,18 +159,22 @@ func (r *Runtime) Allgather(ctx context.Context, t *Tensor) (*Tensor, error) {
 // share of the first dimension (split as evenly as possible, earlier ranks
 // taking the extra rows) as the handle's Output. t is left unchanged.
 func (r *Runtime) ReduceScatterAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+	return r.reduceScatter(t, op, o, false)
+}
+
+func (r *Runtime) reduceScatter(t *Tensor, op kernels.Op, o ReduceOptions, driven bool) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
 	req := request(t, engine.KindReducescatter)
 	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
-	return r.submit("reducescatter", t, req, result(t))
+	return r.submit("reducescatter", t, req, result(t), driven)
 }
 
 // ReduceScatter is ReduceScatterAsync followed by Wait; it returns this
 // rank's share.
 func (r *Runtime) ReduceScatter(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) (*Tensor, error) {
-	h := r.ReduceScatterAsync(t, op, o)
+	h := r.reduceScatter(t, op, o, waitsAtOnce(ctx))
 	err := h.Wait(ctx)
 	return h.Output(), err
 }
@@ -166,17 +185,21 @@ func (r *Runtime) ReduceScatter(ctx context.Context, t *Tensor, op kernels.Op, o
 // evenly (they must divide). t is left unchanged. Splits that do not fit
 // fail the operation on every rank.
 func (r *Runtime) AlltoallAsync(t *Tensor, splits []int) *Handle {
+	return r.alltoall(t, splits, false)
+}
+
+func (r *Runtime) alltoall(t *Tensor, splits []int, driven bool) *Handle {
 	if err := t.validate(); err != nil {
 		return failedHandle(nameOf(t), err)
 	}
 	req := request(t, engine.KindAlltoall)
 	req.Splits = splits
-	return r.submit("alltoall", t, req, result(t))
+	return r.submit("alltoall", t, req, result(t), driven)
 }
 
 // Alltoall is AlltoallAsync followed by Wait; it returns the received rows.
 func (r *Runtime) Alltoall(ctx context.Context, t *Tensor, splits []int) (*Tensor, error) {
-	h := r.AlltoallAsync(t, splits)
+	h := r.alltoall(t, splits, waitsAtOnce(ctx))
 	err := h.Wait(ctx)
 	return h.Output(), err
 }
@@ -187,7 +210,7 @@ const barrierName = "hvd/barrier"
 // Barrier returns once every rank has called it.
 func (r *Runtime) Barrier(ctx context.Context) error {
 	req := engine.Request{Name: barrierName, Kind: engine.KindBarrier}
-	return r.submit("barrier", nil, req, func([]byte, []int) *Tensor { return nil }).Wait(ctx)
+	return r.submit("barrier", nil, req, func([]byte, []int) *Tensor { return nil }, waitsAtOnce(ctx)).Wait(ctx)
 }
 
 func nameOf(t *Tensor) string {

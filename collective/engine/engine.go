@@ -60,12 +60,14 @@ type Stats struct {
 	Negotiated  uint64        // responses negotiated in full
 	Batches     uint64        // all-reduce batches, one collective.Comm.Allreduce each
 	Tensors     uint64        // all-reduced tensors in those batches
+	Driven      uint64        // cycles run by a caller waiting for its operation (Handle.Drive)
 }
 
 // Engine runs named collective operations that ranks submit in any order;
-// see the package documentation. One goroutine ("collective-engine") owns
-// the negotiation and all use of the Comm while the engine is active; the
-// methods may be called from any goroutine.
+// see the package documentation. The negotiation and all use of the Comm
+// belong, while the engine is active, to one goroutine at a time: the
+// engine's own ("collective-engine") or a caller waiting in Handle.Wait
+// or Drive (see the loop). The methods may be called from any goroutine.
 type Engine struct {
 	c          *collective.Comm
 	cfg        Config
@@ -84,14 +86,16 @@ type Engine struct {
 	idle     chan struct{}
 	stats    Stats
 
-	wake      chan struct{} // a submission or Join arrived
-	stop      chan struct{} // closed by Shutdown
-	done      chan struct{} // closed when the loop goroutine has left
-	watchDone chan struct{} // closed when the watchdog has left
+	wake      chan struct{}   // a submission or Join arrived
+	turn      chan struct{}   // holds the token that lets a goroutine run cycles (see loop)
+	ctx       context.Context // the cycles' context, cancelled when Shutdown's grace ends
+	stop      chan struct{}   // closed by Shutdown
+	done      chan struct{}   // closed when the loop goroutine has left
+	watchDone chan struct{}   // closed when the watchdog has left
 	cancel    context.CancelFunc
 	waiting   atomic.Pointer[exchangeWait] // the negotiation exchange in progress, for the watchdog
 
-	loopState // owned by the loop goroutine
+	loopState // owned by the holder of the turn
 }
 
 // New starts an engine over c. The Engine uses c for negotiation
@@ -109,11 +113,13 @@ func New(c *collective.Comm, cfg Config) *Engine {
 	}
 	e := &Engine{c: c, cfg: cfg, log: log, now: cfg.Now, rank: c.Rank(), size: c.Size(),
 		inflight: map[string]bool{}, idle: make(chan struct{}),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), watchDone: make(chan struct{})}
+		wake: make(chan struct{}, 1), turn: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), watchDone: make(chan struct{})}
 	close(e.idle)
 	e.initLoop()
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
+	e.ctx, e.cancel = ctx, cancel
+	e.deadline = opDeadline{limit: cfg.OpTimeout, parent: ctx}
+	e.turn <- struct{}{}
 	go e.run(ctx) // "collective-engine"
 	go e.watch()  // "collective-engine-watchdog"
 	return e
@@ -127,6 +133,19 @@ func New(c *collective.Comm, cfg Config) *Engine {
 // have one operation in flight; other errors (a name submitted twice,
 // after Shutdown or a failure, or while joined) fail the handle at once.
 func (e *Engine) Submit(req Request, data []byte) *Handle {
+	return e.submit(req, data, true)
+}
+
+// SubmitDriven is Submit for a caller that waits for the operation at once,
+// with Handle.Wait without a deadline or Handle.Drive: it leaves the
+// engine's goroutine asleep, since the caller will run the cycles itself
+// (or wake it, if another goroutine runs them). A handle submitted this way
+// and not driven waits until something else starts a cycle.
+func (e *Engine) SubmitDriven(req Request, data []byte) *Handle {
+	return e.submit(req, data, false)
+}
+
+func (e *Engine) submit(req Request, data []byte, wake bool) *Handle {
 	h := newHandle(req.Name)
 	if err := checkBuffer(&req, data); err != nil {
 		h.finish(nil, nil, err)
@@ -141,8 +160,11 @@ func (e *Engine) Submit(req Request, data []byte) *Handle {
 	}
 	e.inflight[req.Name] = true
 	e.seq++
+	h.e = e
 	e.queue = append(e.queue, &entry{req: req, data: data, h: h, submitted: e.now(), seq: e.seq, slot: -1})
-	e.signal()
+	if wake {
+		e.signal()
+	}
 	return h
 }
 

@@ -89,7 +89,10 @@ func benchEngineSteps(b *testing.B, ranks, total, tensors int, viaEngine bool, c
 }
 
 // engineStep returns a step that submits n all-reduces of size bytes each
-// and waits for all of them.
+// and waits for all of them, as hvd does: the tensors of a step submitted
+// as they come (Submit) and waited for with a context that cannot end
+// (Drive, then Wait); a single tensor as a blocking hvd.Allreduce submits
+// it (SubmitDriven).
 func engineStep(e *engine.Engine, n, size int) func() error {
 	bufs := make([][]byte, n)
 	reqs := make([]engine.Request, n)
@@ -99,8 +102,15 @@ func engineStep(e *engine.Engine, n, size int) func() error {
 	}
 	hs := make([]*engine.Handle, n)
 	return func() error {
+		submit := e.Submit
+		if n == 1 {
+			submit = e.SubmitDriven
+		}
 		for i := range n {
-			hs[i] = e.Submit(reqs[i], bufs[i])
+			hs[i] = submit(reqs[i], bufs[i])
+		}
+		for _, h := range hs {
+			h.Drive()
 		}
 		return waitAll(hs)
 	}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,5 +87,65 @@ func TestEngineDoesNotSpin(t *testing.T) {
 		if err := h.Wait(context.Background()); !errors.Is(err, engine.ErrShutdown) {
 			t.Errorf("%s after Shutdown: %v, want ErrShutdown", h.Name(), err)
 		}
+	}
+}
+
+// TestEngineDrivenByCaller: blocking operations submitted with
+// SubmitDriven and waited for without a deadline are negotiated and run
+// by the waiting callers, each cycle of them, on every rank; the engine's
+// goroutine, never woken and with an hour's cycle time, runs none.
+func TestEngineDrivenByCaller(t *testing.T) {
+	es, _ := newEngines(t, meshtest.Mem, 3, hourCycles())
+	const steps = 20
+	// The first step may meet an engine goroutine that has just started
+	// and looks at the queue on its own; count from the second.
+	onEngines(t, es, func(r int, e *engine.Engine) error {
+		return e.SubmitDriven(allreduceReq("m", kernels.F32, kernels.Sum, 4), make([]byte, 16)).Wait(context.Background())
+	})
+	before := make([]engine.Stats, len(es))
+	for r, e := range es {
+		before[r] = e.Stats()
+	}
+	onEngines(t, es, func(r int, e *engine.Engine) error {
+		for i := range steps {
+			h := e.SubmitDriven(allreduceReq("m", kernels.F32, kernels.Sum, 4), make([]byte, 16))
+			if err := h.Wait(context.Background()); err != nil {
+				return fmt.Errorf("step %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	for r, e := range es {
+		st := e.Stats()
+		cycles, driven := st.Cycles-before[r].Cycles, st.Driven-before[r].Driven
+		if cycles < steps || driven != cycles {
+			t.Errorf("rank %d: %d cycles, %d of them driven by callers; want at least %d, all driven", r, cycles, driven, steps)
+		}
+	}
+}
+
+// TestEngineDrivenShutdown: a caller driving a cycle that waits for a rank
+// which never submits does not keep Shutdown waiting past its grace: the
+// cycle is cancelled, the operation fails, and the caller returns.
+func TestEngineDrivenShutdown(t *testing.T) {
+	es, _ := newEngines(t, meshtest.Mem, 2, hourCycles())
+	h := es[0].SubmitDriven(allreduceReq("lonely", kernels.F32, kernels.Sum, 4), make([]byte, 16))
+	waited := make(chan error, 1)
+	go func() { waited <- h.Wait(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // the caller is in the cycle by now, or will be
+	done := make(chan struct{})
+	go func() { es[0].Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown still waits for the driven cycle")
+	}
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Fatal("the operation that no peer submitted succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the driving caller did not return after Shutdown")
 	}
 }

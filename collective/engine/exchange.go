@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,12 +93,38 @@ func answerLimit(op, stall time.Duration) (time.Duration, error) {
 }
 
 // exchangeWait is where an exchange in progress waits, for the watchdog.
-// Only step changes after it is published.
+// Only step changes after it is published. The names pending here are
+// read from the negotiator only when the watchdog warns (under mu, which
+// the exchange takes when it ends), not every cycle: the negotiator
+// leaves them alone while the exchange runs.
 type exchangeWait struct {
-	since   time.Time    // Engine.now when the exchange began
-	step    atomic.Int32 // the step of Comm.Agree in progress
-	pending []string     // the oldest names pending on this rank
-	more    int          // how many more are pending
+	since time.Time    // Engine.now when the exchange began
+	step  atomic.Int32 // the step of Comm.Agree in progress
+
+	mu  sync.Mutex
+	neg *negotiator // nil once the exchange ended
+}
+
+// pendingNames returns the oldest names pending on this rank and how many
+// more there are, or nothing once the exchange has ended.
+func (w *exchangeWait) pendingNames() ([]string, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.neg == nil {
+		return nil, 0
+	}
+	return w.neg.pendingNames(stallNames)
+}
+
+// ended withdraws the exchange from the watchdog.
+func (e *Engine) ended(w *exchangeWait) {
+	if w == nil {
+		return
+	}
+	e.waiting.Store(nil)
+	w.mu.Lock()
+	w.neg = nil
+	w.mu.Unlock()
 }
 
 // exchange all-reduces the proposal's control vector in place with an
@@ -106,10 +133,10 @@ type exchangeWait struct {
 // vector's answer section instead of hanging the others, and every rank
 // that takes part ends with the marks that say why (the negotiator's
 // verdict, which fails the engine and the Comm).
-func (e *Engine) exchange(ctx context.Context, p proposal) error {
+func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) error {
 	limit, _ := answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
-	w := e.publishWait()
-	defer e.waiting.Store(nil)
+	w := e.publishWait(start)
+	defer e.ended(w)
 	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
 	if w != nil {
 		o.Progress = &w.step
@@ -117,14 +144,13 @@ func (e *Engine) exchange(ctx context.Context, p proposal) error {
 	return e.c.Agree(ctx, p.ctl, o)
 }
 
-// publishWait shows the exchange about to start to the watchdog, with the
-// oldest names pending here; it returns nil when no stall warning is due.
-func (e *Engine) publishWait() *exchangeWait {
+// publishWait shows the exchange about to start (at start) to the
+// watchdog; it returns nil when no stall warning is due.
+func (e *Engine) publishWait(start time.Time) *exchangeWait {
 	if e.cfg.StallWarning <= 0 || e.size == 1 {
 		return nil
 	}
-	w := &exchangeWait{since: e.now()}
-	w.pending, w.more = e.neg.pendingNames(stallNames)
+	w := &exchangeWait{since: start, neg: e.neg}
 	e.waiting.Store(w)
 	return w
 }

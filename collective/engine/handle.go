@@ -8,6 +8,7 @@ import (
 // Handle is an operation submitted to an Engine. Its buffer must not be
 // touched until Done is closed.
 type Handle struct {
+	e     *Engine // nil for a handle failed at submission
 	name  string
 	done  chan struct{}
 	err   error
@@ -40,7 +41,11 @@ func (h *Handle) Err() error {
 
 // Wait blocks until the operation finishes or ctx ends, and returns its
 // outcome or ctx's error. When ctx ends first the operation keeps running.
+// With a ctx that never ends it first drives the engine (see Drive).
 func (h *Handle) Wait(ctx context.Context) error {
+	if ctx.Done() == nil {
+		h.Drive()
+	}
 	select {
 	case <-h.done:
 		return h.err
@@ -59,5 +64,19 @@ func (h *Handle) Output() (data []byte, shape []int) {
 		return h.out, h.shape
 	default:
 		return nil, nil
+	}
+}
+
+// Drive runs the engine's cycles that are due in the calling goroutine,
+// while the operation is not done and no other goroutine runs them, and
+// returns when the operation is done or when it leaves the rest to the
+// engine's goroutine (another goroutine runs cycles, or none is due yet).
+// A caller that is about to wait for the handle saves the hand-offs to
+// and from that goroutine, which cost a small operation several times its
+// collectives. A cycle waits for every rank, as the operation does; call
+// Drive only where the caller would wait without a deadline.
+func (h *Handle) Drive() {
+	if h.e != nil {
+		h.e.drive(h)
 	}
 }

@@ -6,10 +6,22 @@ import (
 	"time"
 )
 
+// turnState is the state of the loop that the holder of the turn owns:
+// the engine's goroutine or, while it runs cycles for a handle it waits
+// for, a caller of Drive (see Engine.turn).
+type turnState struct {
+	active   bool      // cycles run until one finds every rank idle
+	next     time.Time // when the next cycle is due with nothing new (zero: at once)
+	failed   error     // a caller's cycle failed: the loop stops the engine with it
+	sleeping bool      // the loop goroutine waits, until sleepEnd if set
+	sleepEnd time.Time
+}
+
 // run is the engine's goroutine.
 func (e *Engine) run(ctx context.Context) {
 	defer close(e.done)
 	err := e.loop(ctx)
+	e.deadline.release()
 	if err == nil {
 		err = fmt.Errorf("collective: engine on rank %d: %w", e.rank, ErrShutdown)
 	}
@@ -22,7 +34,8 @@ func (e *Engine) run(ctx context.Context) {
 }
 
 // loop runs cycles while any rank has work, and waits for local work while
-// every rank is idle. It returns nil after Shutdown, or why it stopped.
+// every rank is idle. It returns nil after Shutdown, or why it stopped; it
+// leaves holding the turn, so no cycle runs after it.
 //
 // A cycle starts at once when this rank has something new to negotiate:
 // the first submission after an idle spell, or one that arrived since the
@@ -36,83 +49,144 @@ func (e *Engine) run(ctx context.Context) {
 // submit in different orders retry once at once and then every cycle
 // time, instead of spinning. Cycles are collective: a rank that starts one
 // early waits in it for the others.
+//
+// Whoever holds the turn runs the cycles that are due: this goroutine, or
+// a caller waiting for its own operation (Drive), which saves the two
+// goroutine hand-offs of a small blocking operation. Either follows the
+// same rules, so the ranks' cycles match whichever goroutine runs them.
 func (e *Engine) loop(ctx context.Context) error {
-	active := false
-	var next time.Time
 	for {
-		stopping := false
-		if active {
-			stopping = e.pause(next)
-		} else {
-			if !e.awaitWork() {
-				return nil
+		<-e.turn
+		e.sleeping = false
+		if e.failed != nil {
+			return e.failed
+		}
+		if e.stopped() {
+			e.due() // work submitted before Shutdown makes this rank active
+			if e.active { // announce: peers stop too
+				_ = e.turnCycle(ctx, true)
 			}
-			active = true
-		}
-		next = time.Now().Add(e.cycleTime)
-		idle, again, err := e.cycle(ctx, stopping)
-		if again {
-			next = time.Time{}
-		}
-		switch {
-		case stopping: // announced (or failed trying): this rank is done
 			return nil
-		case err != nil:
-			return err
-		case idle:
-			active = false
-			e.mu.Lock()
-			e.setActive(false)
-			e.mu.Unlock()
 		}
-	}
-}
-
-// awaitWork waits until something is submitted or joined; it returns false
-// if Shutdown comes first.
-func (e *Engine) awaitWork() bool {
-	for {
-		e.mu.Lock()
-		has := len(e.queue) > 0 || e.joinReq != nil
-		if has {
-			e.setActive(true)
+		if e.due() {
+			if err := e.turnCycle(ctx, false); err != nil {
+				return err
+			}
+			e.turn <- struct{}{}
+			continue
 		}
-		e.mu.Unlock()
-		if has {
-			return true
+		var timer *time.Timer
+		var ring <-chan time.Time
+		e.sleeping, e.sleepEnd = true, time.Time{}
+		if e.active {
+			e.sleepEnd = e.next
+			timer = time.NewTimer(time.Until(e.next))
+			ring = timer.C
 		}
+		e.turn <- struct{}{}
 		select {
+		case <-ring:
 		case <-e.wake:
 		case <-e.stop:
-			return false
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }
 
-// pause waits until t, or until something is submitted or joined that
-// the loop has not taken yet; it returns true, at once, when Shutdown has
-// been called.
-func (e *Engine) pause(t time.Time) bool {
+// due says, to the holder of the turn, whether a cycle should start now:
+// while every rank is idle, once something is submitted or joined here;
+// while active, when something new waits for the loop or the next cycle
+// is due.
+func (e *Engine) due() bool {
+	e.mu.Lock()
+	has := len(e.queue) > 0 || e.joinReq != nil
+	if has && !e.active {
+		e.setActive(true)
+	}
+	e.mu.Unlock()
+	if !e.active {
+		e.active = has
+		return has
+	}
+	return has || !e.now().Before(e.next)
+}
+
+// turnCycle runs one cycle for the holder of the turn and keeps the
+// loop's pacing. A stopping cycle's error is not returned: this rank is
+// done either way.
+func (e *Engine) turnCycle(ctx context.Context, stopping bool) error {
+	start := e.now()
+	e.next = start.Add(e.cycleTime)
+	idle, again, err := e.cycle(ctx, start, stopping)
+	if again {
+		e.next = time.Time{}
+	}
+	switch {
+	case stopping:
+		return nil
+	case err != nil:
+		return err
+	case idle:
+		e.active = false
+		e.mu.Lock()
+		e.setActive(false)
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// stopped says whether Shutdown has been called.
+func (e *Engine) stopped() bool {
+	select {
+	case <-e.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// drive runs the cycles that are due in the calling goroutine until h is
+// done, as long as it can take the turn at once; otherwise, or when no
+// cycle is due, it leaves the rest to the loop goroutine. Its cycles run
+// under the engine's context, never the caller's: a cycle cannot be left
+// half done.
+func (e *Engine) drive(h *Handle) {
 	for {
 		select {
-		case <-e.stop:
-			return true
+		case <-h.done:
+			return
 		default:
 		}
-		d := time.Until(t)
-		if d <= 0 || e.hasNew() {
-			return false
-		}
-		timer := time.NewTimer(d)
 		select {
-		case <-timer.C:
-			return false
-		case <-e.stop:
-			timer.Stop()
-			return true
-		case <-e.wake: // look at the queue again: the token may be stale
-			timer.Stop()
+		case <-e.turn:
+		default:
+			e.signal() // the holder may be about to sleep: let the loop look again
+			return
 		}
+		if e.failed != nil || e.stopped() || !e.due() {
+			e.release()
+			return
+		}
+		if err := e.turnCycle(e.ctx, false); err != nil {
+			e.failed = err
+		}
+		e.mu.Lock()
+		e.stats.Driven++
+		e.mu.Unlock()
+		e.release()
+	}
+}
+
+// release hands the turn back after a caller's cycles and wakes the loop
+// goroutine when it must look before it would: a failure to stop with,
+// work it has not seen, or a cycle due before its timer.
+func (e *Engine) release() {
+	wake := e.failed != nil || e.sleeping && (e.hasNew() || e.active && (e.sleepEnd.IsZero() || e.next.Before(e.sleepEnd)))
+	e.turn <- struct{}{}
+	if wake {
+		e.signal()
 	}
 }
 

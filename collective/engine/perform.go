@@ -54,11 +54,8 @@ func (e *Engine) runBatch(ctx context.Context, batch []*task) error {
 	if t.err != nil {
 		return nil
 	}
-	if e.cfg.OpTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.OpTimeout)
-		defer cancel()
-	}
+	ctx = e.deadline.arm()
+	defer e.deadline.disarm()
 	switch t.resp.req.Kind {
 	case KindAllreduce:
 		return e.allreduce(ctx, batch)
@@ -70,9 +67,9 @@ func (e *Engine) runBatch(ctx context.Context, batch []*task) error {
 		e.c.Abort(err)
 		return err
 	}
-	start := e.now()
+	start := e.tlNow()
 	err := e.single(ctx, t)
-	e.tlSpan(batch, tlCollective+t.resp.req.Kind.upper(), start, e.now())
+	e.tlSpan(batch, tlCollective+t.resp.req.Kind.upper(), start, e.tlNow())
 	return err
 }
 
@@ -85,9 +82,9 @@ func (e *Engine) allreduce(ctx context.Context, batch []*task) error {
 	if len(batch) == 1 {
 		t := batch[0]
 		buf := t.buffer()
-		start := e.now()
+		start := e.tlNow()
 		err := e.c.Allreduce(ctx, req.DType, buf, req.ReduceOp, o)
-		e.tlSpan(batch, tlCollective+"ALLREDUCE", start, e.now())
+		e.tlSpan(batch, tlCollective+"ALLREDUCE", start, e.tlNow())
 		if t.en != nil {
 			t.out, t.shape = buf, t.en.req.Shape
 		}
@@ -101,18 +98,18 @@ func (e *Engine) allreduce(ctx context.Context, batch []*task) error {
 		e.fusion = make([]byte, total)
 	}
 	buf := e.fusion[:total]
-	t0 := e.now()
+	t0 := e.tlNow()
 	e.pack(batch, buf)
-	t1 := e.now()
+	t1 := e.tlNow()
 	err := e.c.Allreduce(ctx, req.DType, buf, req.ReduceOp, o)
-	t2 := e.now()
+	t2 := e.tlNow()
 	if err != nil {
 		return err
 	}
 	e.unpack(batch, buf)
 	e.tlSpan(batch, tlMemcpyIn, t0, t1)
 	e.tlSpan(batch, tlCollective+"ALLREDUCE", t1, t2)
-	e.tlSpan(batch, tlMemcpyOut, t2, e.now())
+	e.tlSpan(batch, tlMemcpyOut, t2, e.tlNow())
 	return nil
 }
 

@@ -35,9 +35,10 @@ func (e *Engine) watch() {
 		}
 		if waited := e.now().Sub(w.since); waited >= limit {
 			warned = w
+			pending, more := w.pendingNames()
 			e.log.Warn("collective: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
 				"missing", w.missing(e.c), "waited", waited.Round(time.Millisecond),
-				"tensors", nameList(w.pending, w.more), "hint", stallHint)
+				"tensors", nameList(pending, more), "hint", stallHint)
 		}
 	}
 }

@@ -1,0 +1,31 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/gorovod/gorovod/collective/internal/deadline"
+)
+
+// opDeadline bounds each of the engine's data collectives by OpTimeout
+// with one re-armed clock (see deadline.Clock) instead of a
+// context.WithTimeout each. Only the holder of the turn uses it.
+type opDeadline struct {
+	limit  time.Duration   // OpTimeout; 0: no bound
+	parent context.Context // the engine's context
+	clock  deadline.Clock
+}
+
+// arm starts the clock of one operation and returns the context it runs
+// under; disarm stops the clock.
+func (d *opDeadline) arm() context.Context {
+	if d.limit <= 0 {
+		return d.parent
+	}
+	return d.clock.Arm(d.parent, d.limit)
+}
+
+func (d *opDeadline) disarm() { d.clock.Disarm() }
+
+// release frees the clock when the engine stops.
+func (d *opDeadline) release() { d.clock.Release() }

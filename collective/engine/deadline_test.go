@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestOpDeadline: an operation past OpTimeout runs under a context that
+// ends with DeadlineExceeded; the next one gets a live context.
+func TestOpDeadline(t *testing.T) {
+	d := opDeadline{limit: 20 * time.Millisecond, parent: t.Context()}
+	defer d.release()
+	ctx := d.arm()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("an operation past its limit was not ended")
+	}
+	d.disarm()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("error %v, want context.DeadlineExceeded", ctx.Err())
+	}
+	next := d.arm()
+	defer d.disarm()
+	if next.Err() != nil {
+		t.Fatalf("the next operation's context has ended: %v", next.Err())
+	}
+}
+
+// TestOpDeadlineUnbounded: with no limit operations run under the
+// engine's own context.
+func TestOpDeadlineUnbounded(t *testing.T) {
+	d := opDeadline{parent: t.Context()}
+	if ctx := d.arm(); ctx != t.Context() {
+		t.Fatal("an unbounded operation does not run under the engine's context")
+	}
+	d.disarm()
+	d.release()
+}
