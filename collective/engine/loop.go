@@ -62,7 +62,7 @@ func (e *Engine) loop(ctx context.Context) error {
 			return e.failed
 		}
 		if e.stopped() {
-			e.due() // work submitted before Shutdown makes this rank active
+			e.due()       // work submitted before Shutdown makes this rank active
 			if e.active { // announce: peers stop too
 				_ = e.turnCycle(ctx, true)
 			}
