@@ -10,3 +10,14 @@ func (r *Runtime) EngineErr() error { return r.engine.Err() }
 
 // EngineStats is the runtime's engine's statistics.
 func (r *Runtime) EngineStats() engine.Stats { return r.engine.Stats() }
+
+// InPlaceGrads counts the gradients o all-reduces in place.
+func (o *DistributedOptimizer) InPlaceGrads() int {
+	n := 0
+	for _, g := range o.grads {
+		if g.inPlace && g.wire == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -32,6 +32,9 @@ func (o *DistributedOptimizer) report(name string) error {
 	if k == 1 && g.alone {
 		return nil // the mean over one rank is the gradient itself
 	}
+	if g.inPlace {
+		return o.start(g, g.p.gradTensor("grad/"+g.p.Name), ReduceOptions{Prescale: g.pre})
+	}
 	switch {
 	case k == 1 && g.p.Is32():
 		encode(g.wire.Data, g.wire.DType, g.p.Grad32, g.pre)
@@ -52,7 +55,12 @@ func (o *DistributedOptimizer) report(name string) error {
 		encode(g.wire.Data, g.wire.DType, g.acc, g.pre/float64(k))
 		clear(g.acc)
 	}
-	g.h = o.rt.AllreduceAsync(g.wire, kernels.Sum, ReduceOptions{})
+	return o.start(g, g.wire, ReduceOptions{})
+}
+
+// start begins the all-reduce of t, g's gradient or its wire copy.
+func (o *DistributedOptimizer) start(g *gradSync, t *Tensor, ro ReduceOptions) error {
+	g.h = o.rt.AllreduceAsync(t, kernels.Sum, ro)
 	o.mu.Lock()
 	o.pending = append(o.pending, g)
 	o.mu.Unlock()
@@ -168,6 +176,7 @@ func (o *DistributedOptimizer) collect(ctx context.Context) error {
 		err := g.h.Wait(ctx)
 		g.h = nil
 		switch {
+		case err == nil && g.inPlace: // the sum is in Grad already
 		case err == nil && g.p.Is32():
 			decode(g.p.Grad32, g.wire.Data, g.wire.DType, g.post)
 		case err == nil:

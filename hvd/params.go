@@ -67,6 +67,15 @@ func (p *Param) values(name string) *Tensor {
 	return NewTensor(name, p.Value)
 }
 
+// gradTensor returns the gradient as a tensor named name, sharing p's
+// memory.
+func (p *Param) gradTensor(name string) *Tensor {
+	if p.Is32() {
+		return NewTensor(name, p.Grad32)
+	}
+	return NewTensor(name, p.Grad)
+}
+
 // zeroGrad sets the gradient to zero.
 func (p *Param) zeroGrad() {
 	clear(p.Grad)

@@ -85,7 +85,10 @@ func newTrainer(rt *hvd.Runtime, cfg config, out io.Writer) (*trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, hvd.DistributedOptions{Compression: cfg.Compression}); err != nil {
+	// The backward pass leaves each layer's gradients alone once it has
+	// reported them, so they are all-reduced where they are.
+	dopts := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true}
+	if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, dopts); err != nil {
 		return nil, err
 	}
 	if t.spe = hvd.StepsPerEpoch(t.train.len(), rt.Size(), cfg.Batch); t.spe == 0 {
