@@ -91,8 +91,8 @@ func benchEngineSteps(b *testing.B, ranks, total, tensors int, viaEngine bool, c
 // engineStep returns a step that submits n all-reduces of size bytes each
 // and waits for all of them, as hvd does: the tensors of a step submitted
 // as they come (Submit) and waited for with a context that cannot end
-// (Drive, then Wait); a single tensor as a blocking hvd.Allreduce submits
-// it (SubmitDriven).
+// (which drives the engine, see Handle.Wait); a single tensor as a
+// blocking hvd.Allreduce submits it (SubmitDriven).
 func engineStep(e *engine.Engine, n, size int) func() error {
 	bufs := make([][]byte, n)
 	reqs := make([]engine.Request, n)
@@ -110,9 +110,11 @@ func engineStep(e *engine.Engine, n, size int) func() error {
 			hs[i] = submit(reqs[i], bufs[i])
 		}
 		for _, h := range hs {
-			h.Drive()
+			if err := h.Wait(context.Background()); err != nil {
+				return fmt.Errorf("%s: %w", h.Name(), err)
+			}
 		}
-		return waitAll(hs)
+		return nil
 	}
 }
 
