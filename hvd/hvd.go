@@ -54,11 +54,22 @@ func Init(ctx context.Context) error {
 		return err
 	}
 	defaultRT = rt
-	if n := shareOfProcessors(os.Getenv("GOMAXPROCS"), startProcs(), rt.LocalSize()); n > 0 {
+	ShareProcessors(rt)
+	return nil
+}
+
+// ShareProcessors sets GOMAXPROCS to the share of its host's processors
+// that a rank of rt gets (see shareOfProcessors), unless the environment
+// sets GOMAXPROCS, and returns it, or 0 when it left GOMAXPROCS alone.
+// Init does this for the default runtime; a program that makes its one
+// runtime with NewRuntime may call it.
+func ShareProcessors(rt *Runtime) int {
+	n := shareOfProcessors(os.Getenv("GOMAXPROCS"), startProcs(), rt.LocalSize())
+	if n > 0 {
 		runtime.GOMAXPROCS(n)
 		rt.log.Debug("hvd: GOMAXPROCS set to this rank's share of the host's processors", "gomaxprocs", n, "local_size", rt.LocalSize())
 	}
-	return nil
+	return n
 }
 
 // startProcs is GOMAXPROCS as the process started with it (the runtime's

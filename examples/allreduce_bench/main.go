@@ -107,5 +107,6 @@ func bench(ctx context.Context, hcfg hvd.Config, cfg config, out io.Writer) erro
 		return err
 	}
 	defer rt.Shutdown()
+	hvd.ShareProcessors(rt) // as hvd.Init would
 	return sweep(ctx, rt.Comm(), cfg, out)
 }
