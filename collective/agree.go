@@ -30,6 +30,14 @@ type AgreeOptions struct {
 	// Progress, if set, receives the index of each step as it starts, so
 	// a watchdog can ask AgreeWaitsFor which ranks the exchange waits for.
 	Progress *atomic.Int32
+	// Tail, when Reduce is set, is the offset from which the vector is
+	// reduced with Reduce instead of Min: data that travels with the
+	// agreement (the engine's early all-reduce), reduced by recursive
+	// doubling as an Allreduce of up to Options.InlineBytes reduces it,
+	// bit for bit. It must not overlap the answer section. A rank marked
+	// silent or gone leaves its part out, as for the rest of the vector.
+	Tail   int
+	Reduce kernels.ReduceFunc
 }
 
 // Agree all-reduces v (uint8) with an element-wise Min by recursive
@@ -56,8 +64,14 @@ func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
 	if err != nil {
 		return err
 	}
-	x := agreeRun{c: c, op: op, seq: seq, p: a.p, v: v, answers: o.Answers, scratch: c.scratchBuffers(1, len(v))[0]}
+	x := agreeRun{c: c, op: op, seq: seq, p: a.p, v: v, answers: o.Answers, scratch: c.scratchBuffers(1, len(v))[0], tail: len(v)}
 	x.min, _ = kernels.Lookup(kernels.U8, kernels.Min)
+	if o.Reduce != nil {
+		if o.Tail < o.Answers+c.Size() || o.Tail > len(v) {
+			return c.invalid(op, seq, "tail at %d overlaps the answer section [%d, %d) or lies outside a vector of %d bytes", o.Tail, o.Answers, o.Answers+c.Size(), len(v))
+		}
+		x.tail, x.reduce = o.Tail, o.Reduce
+	}
 	start := time.Now()
 	for i := range a.p.steps {
 		if o.Progress != nil {
@@ -152,7 +166,9 @@ type agreeRun struct {
 	v       []byte
 	answers int
 	scratch []byte
-	min     kernels.ReduceFunc // element-wise Min of uint8
+	min     kernels.ReduceFunc // element-wise Min of uint8, before tail
+	tail    int                // where reduce takes over (len(v) without one)
+	reduce  kernels.ReduceFunc // AgreeOptions.Reduce, or nil
 }
 
 func (x *agreeRun) answered(r int) bool { return x.v[x.answers+r] == AnswerOK }
@@ -184,8 +200,11 @@ func (x *agreeRun) step(ctx, hctx context.Context, i int) error {
 	if err := t.Conn(st.RecvFrom).Recv(hctx, Tag{Seq: x.seq, Step: p.recvTag[i]}, into); err != nil {
 		return x.settle(ctx, hctx, i, st.RecvFrom, err)
 	}
-	if st.Combine == Reduce {
-		x.min(dst, into)
+	if st.Combine == Reduce { // every step carries the whole vector
+		x.min(dst[:x.tail], into[:x.tail])
+		if x.reduce != nil {
+			x.reduce(dst[x.tail:], into[x.tail:])
+		}
 	}
 	return nil
 }

@@ -140,6 +140,10 @@ func (c *Comm) Hierarchical() Hierarchy {
 // Rank is this rank's index in [0, Size).
 func (c *Comm) Rank() int { return c.t.Rank() }
 
+// InlineBytes is Options.InlineBytes as the Comm applies it (the default
+// when unset): all-reduces up to this size use recursive doubling.
+func (c *Comm) InlineBytes() int { return c.opts.InlineBytes }
+
 // Size is the number of ranks.
 func (c *Comm) Size() int { return c.t.Size() }
 

@@ -16,7 +16,10 @@ type ReduceOptions struct {
 	Prescale, Postscale float64
 }
 
-func (o ReduceOptions) factors(op kernels.Op, size int) (pre, post float64) {
+// Factors are what Allreduce multiplies a buffer by before the reduction
+// over size ranks with op (Prescale) and after it (Postscale, divided by
+// size for Average), each 1 when unset.
+func (o ReduceOptions) Factors(op kernels.Op, size int) (pre, post float64) {
 	pre, post = o.Prescale, o.Postscale
 	if pre == 0 {
 		pre = 1
@@ -172,7 +175,7 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 	if err != nil {
 		return err
 	}
-	pre, post := o.factors(op, c.Size())
+	pre, post := o.Factors(op, c.Size())
 	if err := x.scale(dt, buf, pre); err != nil {
 		return err
 	}
@@ -230,7 +233,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, dt kernels.DType, buf []byte, 
 	if err != nil {
 		return err
 	}
-	pre, post := o.factors(op, c.Size())
+	pre, post := o.Factors(op, c.Size())
 	if err := x.scale(dt, buf, pre); err != nil {
 		return err
 	}

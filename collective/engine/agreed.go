@@ -35,6 +35,7 @@ func (n *negotiator) exchanged(ctl []byte, now time.Time) agreement {
 	}
 	n.readTuning(n.ctl.tuning())
 	n.ranksJoined = n.ctl.joined()
+	n.takeEarly()
 	n.fired = n.fire(n.ranksJoined)
 	if n.ctl.flag(ctlNoUncached) {
 		return agreement{}
@@ -97,7 +98,7 @@ func (n *negotiator) fire(joined []bool) []*task {
 	var out []*task
 	for slot, bit := range n.ctl.bits() {
 		ce := n.cache.at(slot)
-		if bit == 0 || ce == nil {
+		if bit == 0 || ce == nil || n.early != nil && slot == n.early.slot {
 			continue
 		}
 		n.cache.touch(slot)
@@ -106,7 +107,7 @@ func (n *negotiator) fire(joined []bool) []*task {
 			delete(n.hits, slot)
 			delete(n.pending, en.req.Name)
 		}
-		out = append(out, &task{resp: ce.resp, en: en})
+		out = append(out, &task{resp: ce.resp, en: en, slot: slot})
 	}
 	return out
 }

@@ -27,13 +27,19 @@ import (
 //	                              every rank that is still exchanging
 //	[4+7n, 4+7n+t)   autotuning   rank 0's setting, others 0xFF (see tuneBytes);
 //	                              t is tuneBytes while autotuning, else 0
-//	[4+7n+t, ...)    cache bits   1 where the slot's request is pending
+//	[4+7n+t, c)      cache bits   1 where the slot's request is pending
+//	[c]              earlyOK      the early all-reduce (if any, see
+//	                              negotiator.early): 1 where it is pending
+//	[d, d+e)         early data   its data, reduced with its own op, not
+//	                              Min (d: c+1 rounded up to 8 bytes)
 //
-// The cache bit count is the response cache's span, and t, the same on
-// every rank.
+// The cache bit count is the response cache's span, and t and e, the same
+// on every rank; without an early all-reduce the vector ends at c.
 type controlVector struct {
 	rank, size int
 	tune       int // the length of the autotuning section
+	early      int // the index of the earlyOK byte, or -1
+	data       int // the index of the early data
 	b          []byte
 }
 
@@ -45,13 +51,19 @@ const (
 	ctlHeader     = 4
 )
 
-// reset sizes the vector for an autotuning section of tune bytes and span
-// cache bits and fills it with neutral values: every flag 1, every other
-// rank's payload 0xFF, this rank's 0, every answer collective.AnswerOK,
-// the autotuning section and every cache bit 0.
-func (v *controlVector) reset(rank, size, tune, span int) {
+// reset sizes the vector for an autotuning section of tune bytes, span
+// cache bits and early bytes of early all-reduce data (0: none), and
+// fills it with neutral values: every flag 1, every other rank's payload
+// 0xFF, this rank's 0, every answer collective.AnswerOK, the autotuning
+// section, every cache bit, earlyOK and the early data 0.
+func (v *controlVector) reset(rank, size, tune, span, early int) {
 	v.rank, v.size, v.tune = rank, size, tune
 	n := ctlHeader + 7*size + tune + span
+	v.early, v.data = -1, n
+	if early > 0 {
+		v.early, v.data = n, (n+1+7)&^7
+		n = v.data + early
+	}
 	if cap(v.b) < n {
 		v.b = make([]byte, n)
 	}
@@ -154,4 +166,16 @@ func (v *controlVector) appendPayloads(dst []int) []int {
 }
 
 // bits returns the cache bits (a view into the vector).
-func (v *controlVector) bits() []byte { return v.b[ctlHeader+7*v.size+v.tune:] }
+func (v *controlVector) bits() []byte { return v.b[ctlHeader+7*v.size+v.tune : v.span()] }
+
+// span is where the cache bits end.
+func (v *controlVector) span() int {
+	if v.early >= 0 {
+		return v.early
+	}
+	return len(v.b)
+}
+
+// earlyData is the early all-reduce's data (a view into the vector; empty
+// without one).
+func (v *controlVector) earlyData() []byte { return v.b[v.data:] }

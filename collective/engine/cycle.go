@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -55,6 +56,9 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 	if err := e.follow(a); err != nil {
 		return false, false, err
 	}
+	if t := e.neg.early; t != nil {
+		e.completeEarly(t, decided)
+	}
 	if a.gather != nil {
 		if err := e.gather(ctx, p.payload, a.gather); err != nil {
 			return false, false, err
@@ -74,6 +78,26 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 		e.note(e.neg.inspect(e.now()))
 	}
 	return d.idle, d.again, nil
+}
+
+// completeEarly completes the early all-reduce that the exchange reduced
+// (see early.go): its data comes out of the control vector, postscaled.
+func (e *Engine) completeEarly(t *task, now time.Time) {
+	req := &t.resp.req
+	_, post := collective.ReduceOptions{Prescale: req.Prescale, Postscale: req.Postscale}.Factors(req.ReduceOp, e.size)
+	t.ready = now
+	e.tlBegin([]*task{t})
+	copy(t.en.data, e.neg.ctl.earlyData())
+	if err := kernels.Scale(req.DType, t.en.data, post); err != nil {
+		t.err = err
+	} else {
+		t.out, t.shape = t.en.data, t.en.req.Shape
+	}
+	e.countBatch(1)
+	e.mu.Lock()
+	e.stats.Early++
+	e.mu.Unlock()
+	e.complete(t)
 }
 
 // drain hands the submitted requests and a Join to the negotiator.

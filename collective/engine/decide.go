@@ -13,6 +13,7 @@ import (
 type task struct {
 	resp  *response
 	en    *entry    // this rank's submission; nil if it has none (joined)
+	slot  int       // the cache slot it fired from, or -1 (see planEarly)
 	err   error     // set when it fails without running
 	ready time.Time // when the negotiation decided it
 	out   []byte
@@ -67,13 +68,14 @@ func (n *negotiator) decideTasks(now time.Time) decision {
 		if r.err == nil {
 			n.remember(en, r)
 		}
-		tasks = append(tasks, &task{resp: r, en: en})
+		tasks = append(tasks, &task{resp: r, en: en, slot: -1})
 	}
 	d.negotiated = len(ready)
 	d.again = !n.ctl.flag(ctlNothingNew) && len(n.pending) > 0
 	setErrors(tasks, joined, now)
 	d.tasks = n.holdGroups(tasks)
 	d.plan = planTasks(d.tasks, n.fusion)
+	n.planEarly(d.tasks)
 	return d
 }
 

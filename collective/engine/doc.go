@@ -42,6 +42,17 @@
 // enough that the table should see it) leaves every rank's cache, and the
 // other ranks send it uncached too.
 //
+// When a cycle's only operation was a small all-reduce from the cache (up
+// to Comm.InlineBytes: a metric, a loss, a one-gradient step), the next
+// cycle's control vector carries its data: each rank that has it pending
+// writes its input there, and the control all-reduce reduces that part
+// with the operation's own op. If every rank had it pending, it is done
+// without a collective of its own, with the same result bit for bit
+// (Stats.Early); otherwise the data are dropped and it fires as usual. A
+// caller that waits without a deadline runs the cycles itself (see
+// Handle.Drive), so a small blocking all-reduce costs one exchange and no
+// goroutine hand-off.
+//
 // The engine negotiates only while some rank has work: a cycle in which
 // every rank is idle ends it everywhere, and the next submission starts it
 // again (the Comm is free for direct use in between; see Quiesce). A rank

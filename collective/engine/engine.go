@@ -43,6 +43,8 @@ type Config struct {
 
 	// tunePlan, when set (by tests), adjusts the autotuner's plan.
 	tunePlan func(*tunePlan)
+	// noEarly, set by tests, turns the early all-reduce off.
+	noEarly bool
 }
 
 // DefaultConfig returns the configuration hvd uses by default: the knobs
@@ -61,6 +63,7 @@ type Stats struct {
 	Batches     uint64        // all-reduce batches, one collective.Comm.Allreduce each
 	Tensors     uint64        // all-reduced tensors in those batches
 	Driven      uint64        // cycles run by a caller waiting for its operation (Handle.Drive)
+	Early       uint64        // all-reduces completed by the negotiation exchange itself (counted in Batches too)
 }
 
 // Engine runs named collective operations that ranks submit in any order;
@@ -116,6 +119,9 @@ func New(c *collective.Comm, cfg Config) *Engine {
 		wake: make(chan struct{}, 1), turn: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), watchDone: make(chan struct{})}
 	close(e.idle)
 	e.initLoop()
+	if !cfg.noEarly {
+		e.neg.earlyMax = c.InlineBytes()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx, e.cancel = ctx, cancel
 	e.deadline = opDeadline{limit: cfg.OpTimeout, parent: ctx}

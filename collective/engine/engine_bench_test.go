@@ -190,6 +190,7 @@ func reportEngine(b *testing.B, before, after engine.Stats) {
 	b.ReportMetric(float64(cycles)/n, "cycles/step")
 	b.ReportMetric(float64(after.Batches-before.Batches)/n, "batches/step")
 	b.ReportMetric(float64(after.Gathers-before.Gathers)/n, "gathers/step")
+	b.ReportMetric(float64(after.Early-before.Early)/n, "early/step")
 }
 
 func benchComms(b *testing.B, n int) []*collective.Comm {

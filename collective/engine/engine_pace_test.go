@@ -92,8 +92,10 @@ func TestEngineDoesNotSpin(t *testing.T) {
 
 // TestEngineDrivenByCaller: blocking operations submitted with
 // SubmitDriven and waited for without a deadline are negotiated and run
-// by the waiting callers, each cycle of them, on every rank; the engine's
-// goroutine, never woken and with an hour's cycle time, runs none.
+// by the waiting callers on every rank. The engine's goroutine, with an
+// hour's cycle time, is woken once, after the first cycle made the engine
+// active, to take up the pacing; if it is slow to get a processor it may
+// find the next submission and run that one cycle itself, never more.
 func TestEngineDrivenByCaller(t *testing.T) {
 	es, _ := newEngines(t, meshtest.Mem, 3, hourCycles())
 	const steps = 20
@@ -118,8 +120,8 @@ func TestEngineDrivenByCaller(t *testing.T) {
 	for r, e := range es {
 		st := e.Stats()
 		cycles, driven := st.Cycles-before[r].Cycles, st.Driven-before[r].Driven
-		if cycles < steps || driven != cycles {
-			t.Errorf("rank %d: %d cycles, %d of them driven by callers; want at least %d, all driven", r, cycles, driven, steps)
+		if cycles < steps || driven+1 < cycles {
+			t.Errorf("rank %d: %d cycles, %d of them driven by callers; want at least %d, all but one at most driven", r, cycles, driven, steps)
 		}
 	}
 }

@@ -138,6 +138,7 @@ func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) erro
 	w := e.publishWait(start)
 	defer e.ended(w)
 	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
+	o.Tail, o.Reduce = e.neg.earlyReduce()
 	if w != nil {
 		o.Progress = &w.step
 	}

@@ -74,6 +74,12 @@ type negotiator struct {
 	ranksJoined []bool    // the joined ranks, as this cycle's exchange says
 	fired       []*task   // this cycle's tasks from the response cache
 	sizes       []int     // this cycle's payload sizes, when it gathers (reused)
+
+	// The early all-reduce (see early.go); earlyMax 0 turns it off.
+	earlyMax int       // the largest early all-reduce, in bytes
+	next     earlyPlan // the one the next cycle carries
+	earlyOn  *response // the one this cycle carries, or nil
+	early    *task     // this cycle's, completed by the exchange, or nil
 }
 
 // newNegotiator returns rank's negotiator in a job of size ranks, tuned by
@@ -86,6 +92,7 @@ func newNegotiator(rank, size int, cfg Config) *negotiator {
 		table: newTable(size), cache: newResponseCache(cfg.CacheCapacity),
 		prevJoined: make([]bool, size),
 		stall:      stallInspector{warn: cfg.StallWarning, shutdown: cfg.StallShutdown},
+		next:       noEarly,
 	}
 }
 

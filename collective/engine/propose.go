@@ -23,7 +23,7 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	n.start, n.ranksJoined, n.fired, n.sizes = now, nil, nil, n.sizes[:0]
 	n.ageHits(now)
 	v := &n.ctl
-	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span())
+	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span(), n.earlyBytes())
 	n.proposeTuning(v.tuning())
 	if err := n.buildPayload(now); err != nil {
 		return proposal{}, err
@@ -37,6 +37,7 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	v.setShutdown(stopping)
 	v.setPayload(len(n.send))
 	n.setBits()
+	n.fillEarly()
 	return proposal{ctl: v.b, answers: v.answerAt(0), payload: n.send}, nil
 }
 

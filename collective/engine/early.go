@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// The early all-reduce. When a cycle's only operation was a small
+// all-reduce answered by the response cache (a metric, a loss, a training
+// step of one gradient), the next cycle's control vector carries room for
+// the same all-reduce again: each rank that has it pending writes its data
+// there, prescaled, and sets earlyOK. If every rank did, the exchange
+// itself has all-reduced it, by the same recursive doubling, in the same
+// order, that Comm.Allreduce uses up to Comm.InlineBytes, so bit for bit
+// the same result, and the operation completes without a collective of its
+// own; otherwise its data is ignored and it fires from the cache as usual.
+// The choice follows from the last decision and the cache, which every
+// rank holds alike, so every rank sizes the vector the same.
+
+// earlyPlan is the early all-reduce a cycle carries.
+type earlyPlan struct {
+	slot int    // its cache slot
+	name string // its name, checked against the slot
+}
+
+// noEarly is the plan of a cycle without an early all-reduce.
+var noEarly = earlyPlan{slot: -1}
+
+// earlyBytes returns the size of the early all-reduce this cycle carries
+// (0: none) and sets n.earlyOn.
+func (n *negotiator) earlyBytes() int {
+	n.earlyOn = nil
+	if n.earlyMax <= 0 || n.next.slot < 0 {
+		return 0
+	}
+	ce := n.cache.at(n.next.slot)
+	if ce == nil || ce.resp.name != n.next.name {
+		n.next = noEarly
+		return 0
+	}
+	n.earlyOn = ce.resp
+	return ce.resp.req.Bytes()
+}
+
+// fillEarly writes this rank's data of the early all-reduce, prescaled,
+// and earlyOK, when it has the operation pending and has not joined.
+func (n *negotiator) fillEarly() {
+	r := n.earlyOn
+	if r == nil {
+		return
+	}
+	en := n.hits[n.next.slot]
+	if en == nil || n.joined {
+		return
+	}
+	data := n.ctl.earlyData()
+	copy(data, en.data)
+	pre, _ := collective.ReduceOptions{Prescale: r.req.Prescale, Postscale: r.req.Postscale}.Factors(r.req.ReduceOp, n.size)
+	if err := kernels.Scale(r.req.DType, data, pre); err != nil {
+		return // not a type it can scale: the usual path reports it
+	}
+	n.ctl.b[n.ctl.early] = 1
+}
+
+// earlyReduce is how the exchange reduces the early data: from tail on,
+// with reduce. It returns a nil reduce without an early all-reduce.
+func (n *negotiator) earlyReduce() (tail int, reduce kernels.ReduceFunc) {
+	r := n.earlyOn
+	if r == nil {
+		return 0, nil
+	}
+	red, err := kernels.Lookup(r.req.DType, r.req.ReduceOp)
+	if err != nil {
+		return 0, nil
+	}
+	return n.ctl.data, red
+}
+
+// takeEarly, after the exchange, turns an early all-reduce that every rank
+// had pending into this cycle's early task (its data reduced in the
+// vector), taking it out of the pending requests and hits as a fired slot
+// is. fire then skips its slot.
+func (n *negotiator) takeEarly() {
+	n.early = nil
+	if n.earlyOn == nil || n.ctl.b[n.ctl.early] != 1 {
+		return
+	}
+	slot := n.next.slot
+	en := n.hits[slot]
+	if en == nil { // every rank said pending, this one too: cannot happen
+		return
+	}
+	n.cache.touch(slot)
+	delete(n.hits, slot)
+	delete(n.pending, en.req.Name)
+	n.early = &task{resp: n.earlyOn, en: en, slot: slot}
+}
+
+// planEarly chooses the next cycle's early all-reduce from this cycle's
+// operations: the only one, if it was a small, ungrouped, successful
+// all-reduce from the cache. A cycle that ran nothing keeps the choice.
+func (n *negotiator) planEarly(tasks []*task) {
+	ops := len(tasks)
+	var t *task
+	if n.early != nil {
+		ops++
+		t = n.early
+	} else if ops == 1 {
+		t = tasks[0]
+	}
+	switch {
+	case ops == 0:
+		return
+	case ops > 1 || t.slot < 0 || t.err != nil:
+		n.next = noEarly
+		return
+	}
+	req := &t.resp.req
+	if req.Kind != KindAllreduce || req.Group != 0 || req.Bytes() > n.earlyMax {
+		n.next = noEarly
+		return
+	}
+	n.next = earlyPlan{slot: t.slot, name: t.resp.name}
+}
