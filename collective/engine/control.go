@@ -55,7 +55,8 @@ const (
 // cache bits and early bytes of early all-reduce data (0: none), and
 // fills it with neutral values: every flag 1, every other rank's payload
 // 0xFF, this rank's 0, every answer collective.AnswerOK, the autotuning
-// section, every cache bit, earlyOK and the early data 0.
+// section, every cache bit and earlyOK 0. The early data are left as they
+// are: they count only when every rank wrote its own.
 func (v *controlVector) reset(rank, size, tune, span, early int) {
 	v.rank, v.size, v.tune = rank, size, tune
 	n := ctlHeader + 7*size + tune + span
@@ -80,7 +81,7 @@ func (v *controlVector) reset(rank, size, tune, span, early int) {
 	for i := range a {
 		a[i] = collective.AnswerOK
 	}
-	clear(v.b[ctlHeader+7*size:])
+	clear(v.b[ctlHeader+7*size : v.data]) // early data: written by whoever has it, ignored unless all do
 }
 
 func b2u(b bool) byte {
