@@ -151,3 +151,72 @@ func TestEngineDrivenShutdown(t *testing.T) {
 		t.Fatal("the driving caller did not return after Shutdown")
 	}
 }
+
+// TestEngineDrivenConcurrently: several goroutines per rank wait for
+// their own blocking operations at once while another submits
+// asynchronously and waits with a deadline; whichever goroutine runs the
+// cycles, every operation completes with the right sum on every rank.
+func TestEngineDrivenConcurrently(t *testing.T) {
+	const n, workers, steps = 3, 4, 30
+	es, _ := newEngines(t, meshtest.Mem, n, testConfig())
+	onEngines(t, es, func(r int, e *engine.Engine) error {
+		errs := make(chan error, workers+1)
+		for w := range workers + 1 {
+			go func() {
+				for s := range steps {
+					name := fmt.Sprintf("w%d", w)
+					buf := kernels.AsBytes([]float32{float32(r + 1), float32(s)})
+					var err error
+					if w == workers { // asynchronous, waited for with a deadline
+						h := e.Submit(allreduceReq(name, kernels.F32, kernels.Sum, 2), buf)
+						err = waitAll([]*engine.Handle{h})
+					} else {
+						err = e.SubmitDriven(allreduceReq(name, kernels.F32, kernels.Sum, 2), buf).Wait(context.Background())
+					}
+					if err != nil {
+						errs <- fmt.Errorf("worker %d step %d: %w", w, s, err)
+						return
+					}
+					if got := kernels.FromBytes[float32](buf); got[0] != n*(n+1)/2 || got[1] != float32(n*s) {
+						errs <- fmt.Errorf("worker %d step %d: got %v", w, s, got)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range workers + 1 {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestEngineDrivenPeerFails: a caller driving a cycle when its peer's
+// communicator closes gets the failure, not a hang, and later submissions
+// fail at once.
+func TestEngineDrivenPeerFails(t *testing.T) {
+	es, cs := newEngines(t, meshtest.Mem, 2, hourCycles())
+	h := es[0].SubmitDriven(allreduceReq("x", kernels.F32, kernels.Sum, 1), make([]byte, 4))
+	waited := make(chan error, 1)
+	go func() { waited <- h.Wait(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	cs[1].Close()
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Fatal("the operation succeeded without its peer")
+		}
+		t.Logf("rank 0: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the driving caller still waits 30 s after its peer closed")
+	}
+	later := es[0].SubmitDriven(allreduceReq("later", kernels.F32, kernels.Sum, 1), make([]byte, 4))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := later.Wait(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a submission after the failure: %v, want the engine's failure", err)
+	}
+}
