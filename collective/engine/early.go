@@ -8,8 +8,9 @@ import (
 // The early all-reduce. When a cycle's only operation was a small
 // all-reduce answered by the response cache (a metric, a loss, a training
 // step of one gradient), the next cycle's control vector carries room for
-// the same all-reduce again: each rank that has it pending writes its data
-// there, prescaled, and sets earlyOK. If every rank did, the exchange
+// the same all-reduce again, if the whole vector stays within
+// Comm.InlineBytes: each rank that has it pending writes its data there,
+// prescaled, and sets earlyOK. If every rank did, the exchange
 // itself has all-reduced it, by the same recursive doubling, in the same
 // order, that Comm.Allreduce uses up to Comm.InlineBytes, so bit for bit
 // the same result, and the operation completes without a collective of its
@@ -27,7 +28,7 @@ type earlyPlan struct {
 var noEarly = earlyPlan{slot: -1}
 
 // earlyBytes returns the size of the early all-reduce this cycle carries
-// (0: none) and sets n.earlyOn.
+// (0: none) and sets n.earlyOn. The vector with it must fit in earlyMax.
 func (n *negotiator) earlyBytes() int {
 	n.earlyOn = nil
 	if n.earlyMax <= 0 || n.next.slot < 0 {
@@ -38,8 +39,14 @@ func (n *negotiator) earlyBytes() int {
 		n.next = noEarly
 		return 0
 	}
+	// The whole vector must stay within what the Comm sends before it
+	// receives (InlineBytes), as a small Allreduce does.
+	b := ce.resp.req.Bytes()
+	if ctlHeader+7*n.size+n.tuneSection()+n.cache.span()+8+b > n.earlyMax {
+		return 0
+	}
 	n.earlyOn = ce.resp
-	return ce.resp.req.Bytes()
+	return b
 }
 
 // fillEarly writes this rank's data of the early all-reduce, prescaled,

@@ -179,3 +179,31 @@ func TestEarlyAllreduceMissed(t *testing.T) {
 		t.Logf("rank %d: %d of %d steps early", r, st[r].Early, steps)
 	}
 }
+
+// TestEarlyAllreduceBounded: an all-reduce whose data would take the
+// control vector past Comm.InlineBytes never travels early (the exchange
+// sends before it receives, as a small Allreduce does, and must fit what
+// the transport buffers); it still completes, correctly, on its own.
+func TestEarlyAllreduceBounded(t *testing.T) {
+	const n, steps = 3, 5
+	count := collective.DefaultInlineBytes / 4 // 32 KiB of float32: the vector would be larger
+	req := Request{Name: "big", Kind: KindAllreduce, DType: kernels.F32, ReduceOp: kernels.Sum, Shape: []int{count}}
+	input := func(rank, step int) []byte {
+		v := make([]float32, count)
+		for i := range v {
+			v[i] = float32(rank + step)
+		}
+		return kernels.AsBytes(v)
+	}
+	out, st := earlyRun(t, meshtest.Mem, n, false, req, steps, input, nil)
+	for r := range n {
+		if st[r].Early != 0 {
+			t.Fatalf("rank %d: %d steps early, want none", r, st[r].Early)
+		}
+		for s := range steps {
+			if got, want := kernels.FromBytes[float32](out[r][s])[count-1], float32(n*s+n*(n-1)/2); got != want {
+				t.Fatalf("rank %d step %d: %v, want %v", r, s, got, want)
+			}
+		}
+	}
+}
