@@ -159,7 +159,7 @@ func (e *Engine) gather(ctx context.Context, payload []byte, sizes []int) error 
 	}
 	buf := e.recv[:total]
 	copy(buf[off:], payload)
-	ctx = e.deadline.arm()
+	ctx = e.deadline.arm(ctx)
 	defer e.deadline.disarm()
 	if err := e.c.Allgather(ctx, kernels.U8, buf, sizes); err != nil {
 		return err

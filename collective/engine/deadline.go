@@ -11,18 +11,17 @@ import (
 // with one re-armed clock (see deadline.Clock) instead of a
 // context.WithTimeout each. Only the holder of the turn uses it.
 type opDeadline struct {
-	limit  time.Duration   // OpTimeout; 0: no bound
-	parent context.Context // the engine's context
-	clock  deadline.Clock
+	limit time.Duration // OpTimeout; 0: no bound
+	clock deadline.Clock
 }
 
-// arm starts the clock of one operation and returns the context it runs
-// under; disarm stops the clock.
-func (d *opDeadline) arm() context.Context {
+// arm starts the clock of one operation under ctx (the engine's) and
+// returns the context it runs under; disarm stops the clock.
+func (d *opDeadline) arm(ctx context.Context) context.Context {
 	if d.limit <= 0 {
-		return d.parent
+		return ctx
 	}
-	return d.clock.Arm(d.parent, d.limit)
+	return d.clock.Arm(ctx, d.limit)
 }
 
 func (d *opDeadline) disarm() { d.clock.Disarm() }

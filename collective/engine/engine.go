@@ -107,7 +107,8 @@ func New(c *collective.Comm, cfg Config) *Engine {
 	if cfg.CycleTime <= 0 {
 		cfg.CycleTime = settings.DefaultCycleTime
 	}
-	if cfg.Now == nil {
+	realClock := cfg.Now == nil
+	if realClock {
 		cfg.Now = time.Now
 	}
 	log := cfg.Logger
@@ -118,13 +119,14 @@ func New(c *collective.Comm, cfg Config) *Engine {
 		inflight: map[string]bool{}, idle: make(chan struct{}),
 		wake: make(chan struct{}, 1), turn: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), watchDone: make(chan struct{})}
 	close(e.idle)
+	e.realClock = realClock
 	e.initLoop()
 	if !cfg.noEarly {
 		e.neg.earlyMax = c.InlineBytes()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx, e.cancel = ctx, cancel
-	e.deadline = opDeadline{limit: cfg.OpTimeout, parent: ctx}
+	e.deadline = opDeadline{limit: cfg.OpTimeout}
 	e.turn <- struct{}{}
 	go e.run(ctx) // "collective-engine"
 	go e.watch()  // "collective-engine-watchdog"

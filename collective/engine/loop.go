@@ -15,6 +15,8 @@ type turnState struct {
 	failed   error     // a caller's cycle failed: the loop stops the engine with it
 	sleeping bool      // the loop goroutine waits, until sleepEnd if set
 	sleepEnd time.Time
+
+	realClock bool // Config.Now is time.Now, so pacing may read it too
 }
 
 // run is the engine's goroutine.
@@ -110,7 +112,7 @@ func (e *Engine) due() bool {
 		e.active = has
 		return has
 	}
-	return has || !e.now().Before(e.next)
+	return has || !time.Now().Before(e.next)
 }
 
 // turnCycle runs one cycle for the holder of the turn and keeps the
@@ -118,7 +120,11 @@ func (e *Engine) due() bool {
 // done either way.
 func (e *Engine) turnCycle(ctx context.Context, stopping bool) error {
 	start := e.now()
-	e.next = start.Add(e.cycleTime)
+	paced := start // cycles are paced by real time, whatever Config.Now says
+	if !e.realClock {
+		paced = time.Now()
+	}
+	e.next = paced.Add(e.cycleTime)
 	idle, again, err := e.cycle(ctx, start, stopping)
 	if again {
 		e.next = time.Time{}

@@ -54,7 +54,7 @@ func (e *Engine) runBatch(ctx context.Context, batch []*task) error {
 	if t.err != nil {
 		return nil
 	}
-	ctx = e.deadline.arm()
+	ctx = e.deadline.arm(ctx)
 	defer e.deadline.disarm()
 	switch t.resp.req.Kind {
 	case KindAllreduce:
