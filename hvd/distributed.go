@@ -30,8 +30,9 @@ type DistributedOptions struct {
 	// InPlace all-reduces each gradient that travels in its own type
 	// (NoCompression, or FP32Compression of float32 parameters) in its
 	// Grad (Grad32), instead of in a copy: it saves two copies of every
-	// gradient a step (in mnist at np 2, about 15% of a rank's processor
-	// time), and the result is the same bit for bit. The gradient must
+	// gradient a step (in mnist at np 2, about 13% of a rank's training
+	// processor time in a CPU profile), and the result is the same bit for
+	// bit. The gradient must
 	// then be left alone from its GradReady until Step returns (a backward
 	// pass that reports each layer once it has left it does). With
 	// BackwardPassesPerStep above 1, or compressed gradients, the
