@@ -189,3 +189,53 @@ func checkTuneRows(t *testing.T, rows [][]string, applied []string, chose string
 		t.Errorf("in effect after tuning: %s; chosen: %s", inEffect, chosen)
 	}
 }
+
+// TestEngineAutotuneEarly: a job whose steps are one small all-reduce
+// each, which completes within the negotiation exchange (Stats.Early),
+// still gives the tuner its steps: the search ends with a choice.
+func TestEngineAutotuneEarly(t *testing.T) {
+	const size, steps = 2, 300
+	cs := meshtest.Comms(t, meshtest.Mem, size, collective.Options{})
+	recs := make([]*tuneRecorder, size)
+	es := make([]*Engine, size)
+	for r, c := range cs {
+		cfg := DefaultConfig()
+		cfg.CycleTime, cfg.Autotune = 200*time.Microsecond, true
+		cfg.tunePlan = func(p *tunePlan) { p.warmup, p.settle, p.steps = 1, 1, 2 }
+		recs[r] = &tuneRecorder{}
+		cfg.Logger = slog.New(recs[r])
+		es[r] = New(c, cfg)
+	}
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r, e := range es {
+		wg.Go(func() {
+			for s := range steps {
+				buf := []float32{float32(r + s)}
+				req := Request{Name: "metric", Kind: KindAllreduce, DType: kernels.F32, ReduceOp: kernels.Sum, Shape: []int{1}}
+				if err := e.SubmitDriven(req, unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 4)).Wait(context.Background()); err != nil {
+					errs[r] = err
+					return
+				}
+				if want := float32(2*s + 1); buf[0] != want {
+					errs[r] = fmt.Errorf("step %d: %v, want %v", s, buf[0], want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var early uint64
+	for _, e := range es {
+		early += e.Stats().Early
+		wg.Go(e.Shutdown)
+	}
+	wg.Wait()
+	meshtest.MustAll(t, errs)
+	if early == 0 {
+		t.Fatal("no all-reduce completed early")
+	}
+	if chose := recs[0].matching("collective: autotune: chose"); len(chose) != 1 {
+		t.Fatalf("rank 0 logged %d choices after %d one-tensor steps (%d early), want 1", len(chose), steps, early)
+	}
+}

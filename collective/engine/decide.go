@@ -42,7 +42,11 @@ type decision struct {
 // acts on the cycles after this one.
 func (n *negotiator) decide(now time.Time) decision {
 	d := n.decideTasks(now)
-	d.tune = n.tuneCycle(d.tasks, now)
+	measured := d.tasks
+	if n.early != nil && n.tune != nil { // the autotuner counts it with the rest
+		measured = append([]*task{n.early}, d.tasks...)
+	}
+	d.tune = n.tuneCycle(measured, now)
 	return d
 }
 
