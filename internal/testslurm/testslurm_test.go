@@ -139,9 +139,14 @@ func TestClusterRuns(t *testing.T) {
 		}
 		cmd := c.Command(ctx, "srun", "-N", "2", "-n", "2", exe)
 		cmd.Env = append(cmd.Env, helperEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "node1 answered node2" {
-			t.Errorf("srun of the helper: %v; output:\n%s", err, out)
+		// srun's own notices ("job 4 queued and waiting for resources",
+		// when an earlier job's nodes are still being released) go to
+		// stderr; the tasks' answer to stdout.
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		if err != nil || strings.TrimSpace(stdout.String()) != "node1 answered node2" {
+			t.Errorf("srun of the helper: %v; stdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 		}
 	})
 }
