@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -71,16 +72,7 @@ func TestEngineAutotuneLockstep(t *testing.T) {
 			const size, steps = 4, 120
 			cs := meshtest.Comms(t, tr.Make, size, collective.Options{Hosts: []int{0, 0, 1, 1}})
 			var csvLog bytes.Buffer
-			recs := make([]*tuneRecorder, size)
-			es := make([]*Engine, size)
-			for r, c := range cs {
-				cfg := DefaultConfig()
-				cfg.CycleTime, cfg.Autotune, cfg.AutotuneLog = 200*time.Microsecond, true, &csvLog
-				cfg.tunePlan = func(p *tunePlan) { p.warmup, p.settle, p.steps = 1, 1, 2 }
-				recs[r] = &tuneRecorder{}
-				cfg.Logger = slog.New(recs[r])
-				es[r] = New(c, cfg)
-			}
+			es, recs := tunedEngines(cs, &csvLog)
 			errs := make([]error, size)
 			var wg sync.WaitGroup
 			for r, e := range es {
@@ -108,6 +100,23 @@ func TestEngineAutotuneLockstep(t *testing.T) {
 			t.Logf("%s; %d settings applied", chose[0], len(applied))
 		})
 	}
+}
+
+// tunedEngines starts an autotuning engine with a short plan on each of
+// cs, logging to a recorder per rank (and rank 0's trials to csvLog, if
+// set).
+func tunedEngines(cs []*collective.Comm, csvLog io.Writer) ([]*Engine, []*tuneRecorder) {
+	recs := make([]*tuneRecorder, len(cs))
+	es := make([]*Engine, len(cs))
+	for r, c := range cs {
+		cfg := DefaultConfig()
+		cfg.CycleTime, cfg.Autotune, cfg.AutotuneLog = 200*time.Microsecond, true, csvLog
+		cfg.tunePlan = func(p *tunePlan) { p.warmup, p.settle, p.steps = 1, 1, 2 }
+		recs[r] = &tuneRecorder{}
+		cfg.Logger = slog.New(recs[r])
+		es[r] = New(c, cfg)
+	}
+	return es, recs
 }
 
 // tunedSteps runs steps of all-reduces of named float32 tensors (small
@@ -195,17 +204,7 @@ func checkTuneRows(t *testing.T, rows [][]string, applied []string, chose string
 // still gives the tuner its steps: the search ends with a choice.
 func TestEngineAutotuneEarly(t *testing.T) {
 	const size, steps = 2, 300
-	cs := meshtest.Comms(t, meshtest.Mem, size, collective.Options{})
-	recs := make([]*tuneRecorder, size)
-	es := make([]*Engine, size)
-	for r, c := range cs {
-		cfg := DefaultConfig()
-		cfg.CycleTime, cfg.Autotune = 200*time.Microsecond, true
-		cfg.tunePlan = func(p *tunePlan) { p.warmup, p.settle, p.steps = 1, 1, 2 }
-		recs[r] = &tuneRecorder{}
-		cfg.Logger = slog.New(recs[r])
-		es[r] = New(c, cfg)
-	}
+	es, recs := tunedEngines(meshtest.Comms(t, meshtest.Mem, size, collective.Options{}), nil)
 	errs := make([]error, size)
 	var wg sync.WaitGroup
 	for r, e := range es {

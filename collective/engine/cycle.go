@@ -22,6 +22,7 @@ type loopState struct {
 
 	deadline  opDeadline    // bounds the data collectives by OpTimeout
 	cycleTime time.Duration // Config.CycleTime, or the autotuner's
+	realClock bool          // Config.Now is time.Now, so pacing may read it too
 	tuneLog   *tuneLog      // rank 0's autotuning log, or nil
 }
 
@@ -93,8 +94,9 @@ func (e *Engine) completeEarly(t *task, now time.Time) {
 	} else {
 		t.out, t.shape = t.en.data, t.en.req.Shape
 	}
-	e.countBatch(1)
 	e.mu.Lock()
+	e.stats.Batches++
+	e.stats.Tensors++
 	e.stats.Early++
 	e.mu.Unlock()
 	e.complete(t)
@@ -135,6 +137,9 @@ func (e *Engine) count(negotiation time.Duration, gathered bool, cached, negotia
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stats.Cycles++
+	if e.driving {
+		e.stats.Driven++
+	}
 	e.stats.Negotiation += negotiation
 	if gathered {
 		e.stats.Gathers++

@@ -15,8 +15,7 @@ type turnState struct {
 	failed   error     // a caller's cycle failed: the loop stops the engine with it
 	sleeping bool      // the loop goroutine waits, until sleepEnd if set
 	sleepEnd time.Time
-
-	realClock bool // Config.Now is time.Now, so pacing may read it too
+	driving  bool // the holder is a caller of Drive (counted in Stats.Driven)
 }
 
 // run is the engine's goroutine.
@@ -175,12 +174,11 @@ func (e *Engine) drive(h *Handle) {
 			e.release()
 			return
 		}
+		e.driving = true
 		if err := e.turnCycle(e.ctx, false); err != nil {
 			e.failed = err
 		}
-		e.mu.Lock()
-		e.stats.Driven++
-		e.mu.Unlock()
+		e.driving = false
 		e.release()
 	}
 }

@@ -25,28 +25,23 @@ func TestWatchKeepsContext(t *testing.T) {
 			other, cancelOther := context.WithCancel(t.Context())
 			defer cancelOther()
 			buf := make([]byte, 64)
-			for i := range 50 {
-				tag := collective.Tag{Seq: 1, Step: uint32(i)}
-				if err := c0.Send(ctx, tag, buf); err != nil {
-					t.Fatal(err)
-				}
-				if err := c1.Recv(ctx, tag, buf); err != nil {
-					t.Fatal(err)
+			// sendAll sends 50 frames of sequence seq, the i-th under ctxs[i%len(ctxs)].
+			sendAll := func(seq uint64, ctxs ...context.Context) {
+				for i := range 50 {
+					tag, use := collective.Tag{Seq: seq, Step: uint32(i)}, ctxs[i%len(ctxs)]
+					if err := c0.Send(use, tag, buf); err != nil {
+						t.Fatal(err)
+					}
+					if err := c1.Recv(use, tag, buf); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
+			sendAll(1, ctx)
 			if c0.sendWatch.gen != 1 || c1.recvWatch.gen != 1 {
 				t.Fatalf("watch generations %d and %d after 50 calls under one context, want 1", c0.sendWatch.gen, c1.recvWatch.gen)
 			}
-			for i := range 50 {
-				tag := collective.Tag{Seq: 2, Step: uint32(i)}
-				use := map[bool]context.Context{false: ctx, true: other}[i%2 == 1]
-				if err := c0.Send(use, tag, buf); err != nil {
-					t.Fatal(err)
-				}
-				if err := c1.Recv(use, tag, buf); err != nil {
-					t.Fatal(err)
-				}
-			}
+			sendAll(2, ctx, other)
 			if c0.sendWatch.gen != 2 || c1.recvWatch.gen != 2 {
 				t.Fatalf("watch generations %d and %d after calls alternating two contexts, want 2", c0.sendWatch.gen, c1.recvWatch.gen)
 			}
