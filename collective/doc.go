@@ -28,7 +28,11 @@
 // several segments are in flight and sending, receiving and reducing
 // overlap.
 //
-// Comm ties these together on typed buffers, in place:
+// Comm ties these together on typed buffers, in place. AllreduceVec
+// all-reduces several buffers as if they lay end to end in one, where they
+// lie (links that are Vectored send a message gathered from several
+// buffers and receive one scattered into several); the engine fuses
+// tensors with it.
 //
 //	ring all-reduce, 3 ranks, chunks A B C (one per rank):
 //	reduce-scatter: 2 rounds, each rank sends one chunk right and

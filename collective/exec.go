@@ -20,6 +20,7 @@ type run struct {
 	op     string
 	seq    uint64
 	bufs   [2][]byte
+	vec    *vector // BufMain in parts (AllreduceVec), or nil: bufs[BufMain]
 	esz    int
 	reduce kernels.ReduceFunc
 	fail   func(error) // records the first failure and closes the transport
@@ -27,10 +28,48 @@ type run struct {
 	sent, recvd progress
 	stop        chan struct{}
 	stopOnce    sync.Once
+
+	// For a vectored buffer, the pieces of the segment in hand and a
+	// buffer to gather or scatter through (a Conn that is not Vectored),
+	// one set per goroutine of runPipelined: the sender's, the receiver's,
+	// the reducer's.
+	sendPs, recvPs, redPs [][]byte
+	sendTmp, recvTmp      []byte
 }
 
 func (r *run) bytes(s Segment) []byte {
 	return r.bufs[s.Buf][s.Off*r.esz : s.end()*r.esz]
+}
+
+// inParts reports whether s lies in the vectored buffer.
+func (r *run) inParts(s Segment) bool { return r.vec != nil && s.Buf == BufMain }
+
+// parts returns the pieces of s (which lies in the vectored buffer),
+// reusing ps's storage.
+func (r *run) parts(s Segment, ps [][]byte) [][]byte {
+	return r.vec.pieces(s.Off*r.esz, s.end()*r.esz, ps[:0])
+}
+
+// grow returns buf resized to n bytes, reallocated if it is too small.
+func grow(buf []byte, n int) []byte {
+	if cap(buf) < n {
+		return make([]byte, n)
+	}
+	return buf[:n]
+}
+
+// reduceInto folds tmp, the received elements of s, into s.
+func (r *run) reduceInto(s Segment, tmp []byte) {
+	if !r.inParts(s) {
+		r.reduce(r.bytes(s), tmp)
+		return
+	}
+	r.redPs = r.parts(s, r.redPs)
+	off := 0
+	for _, p := range r.redPs {
+		r.reduce(p, tmp[off:off+len(p)])
+		off += len(p)
+	}
 }
 
 // abort stops the run after err: the communicator fails (closing the
@@ -54,16 +93,67 @@ func (r *run) opError(i, peer int, err error) error {
 
 func (r *run) send(ctx context.Context, i int) error {
 	st := r.p.steps[i]
-	err := r.t.Conn(st.SendTo).Send(ctx, Tag{Seq: r.seq, Step: r.p.sendTag[i]}, r.bytes(st.Send))
+	c, tag := r.t.Conn(st.SendTo), Tag{Seq: r.seq, Step: r.p.sendTag[i]}
+	var err error
+	if !r.inParts(st.Send) {
+		err = c.Send(ctx, tag, r.bytes(st.Send))
+	} else {
+		err = r.sendParts(ctx, c, tag, st.Send)
+	}
 	if err != nil {
 		return r.opError(i, st.SendTo, err)
 	}
 	return nil
 }
 
+// sendParts sends s, which lies in the vectored buffer: as it is when it
+// lies in one part, from its parts when the Conn is Vectored, else
+// gathered.
+func (r *run) sendParts(ctx context.Context, c Conn, tag Tag, s Segment) error {
+	ps := r.parts(s, r.sendPs)
+	r.sendPs = ps
+	if len(ps) == 1 {
+		return c.Send(ctx, tag, ps[0])
+	}
+	if v, ok := c.(Vectored); ok {
+		return v.SendVec(ctx, tag, ps)
+	}
+	r.sendTmp = grow(r.sendTmp, piecesLen(ps))
+	gather(r.sendTmp, ps)
+	return c.Send(ctx, tag, r.sendTmp)
+}
+
 func (r *run) recv(ctx context.Context, i int, into []byte) error {
 	st := r.p.steps[i]
 	err := r.t.Conn(st.RecvFrom).Recv(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, into)
+	if err != nil {
+		return r.opError(i, st.RecvFrom, err)
+	}
+	return nil
+}
+
+// recvCopy receives step i's segment straight into the buffer (a Copy
+// step).
+func (r *run) recvCopy(ctx context.Context, i int) error {
+	st := r.p.steps[i]
+	if !r.inParts(st.Recv) {
+		return r.recv(ctx, i, r.bytes(st.Recv))
+	}
+	ps := r.parts(st.Recv, r.recvPs)
+	r.recvPs = ps
+	if len(ps) == 1 {
+		return r.recv(ctx, i, ps[0])
+	}
+	c, tag := r.t.Conn(st.RecvFrom), Tag{Seq: r.seq, Step: r.p.recvTag[i]}
+	var err error
+	if v, ok := c.(Vectored); ok {
+		err = v.RecvVec(ctx, tag, ps)
+	} else {
+		r.recvTmp = grow(r.recvTmp, piecesLen(ps))
+		if err = c.Recv(ctx, tag, r.recvTmp); err == nil {
+			scatter(ps, r.recvTmp)
+		}
+	}
 	if err != nil {
 		return r.opError(i, st.RecvFrom, err)
 	}
@@ -84,18 +174,17 @@ func (r *run) runInline(ctx context.Context, scratch []byte) error {
 		if st.RecvFrom < 0 {
 			continue
 		}
-		dst := r.bytes(st.Recv)
 		if st.Combine == Copy {
-			if err := r.recv(ctx, i, dst); err != nil {
+			if err := r.recvCopy(ctx, i); err != nil {
 				return err
 			}
 			continue
 		}
-		tmp := scratch[:len(dst)]
+		tmp := scratch[:st.Recv.Len*r.esz]
 		if err := r.recv(ctx, i, tmp); err != nil {
 			return err
 		}
-		r.reduce(dst, tmp)
+		r.reduceInto(st.Recv, tmp)
 	}
 	return nil
 }
@@ -169,16 +258,19 @@ func (r *run) receiver(ctx context.Context, scratch [][]byte, free chan int, wor
 		if !r.sent.wait(r.p.recvAfter[i]) {
 			return nil
 		}
-		slot, into := -1, r.bytes(st.Recv)
+		slot := -1
+		var err error
 		if st.Combine == Reduce {
 			select {
 			case slot = <-free:
 			case <-r.stop:
 				return nil
 			}
-			into = scratch[slot][:len(into)]
+			err = r.recv(ctx, i, scratch[slot][:st.Recv.Len*r.esz])
+		} else {
+			err = r.recvCopy(ctx, i)
 		}
-		if err := r.recv(ctx, i, into); err != nil {
+		if err != nil {
 			r.abort(err)
 			return err
 		}
@@ -190,8 +282,8 @@ func (r *run) receiver(ctx context.Context, scratch [][]byte, free chan int, wor
 func (r *run) reducer(scratch [][]byte, free chan<- int, work <-chan received) {
 	for w := range work {
 		if w.slot >= 0 {
-			dst := r.bytes(r.p.steps[w.step].Recv)
-			r.reduce(dst, scratch[w.slot][:len(dst)])
+			s := r.p.steps[w.step].Recv
+			r.reduceInto(s, scratch[w.slot][:s.Len*r.esz])
 			free <- w.slot
 		}
 		r.recvd.complete(w.step)

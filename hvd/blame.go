@@ -1,6 +1,7 @@
 package hvd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -144,6 +145,47 @@ type blameConn struct {
 // Send sends on the link, reporting a peer that went away.
 func (c *blameConn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
 	err := c.Conn.Send(ctx, tag, p)
+	if err != nil {
+		c.t.peerFailed(c.peer, err)
+	}
+	return err
+}
+
+// SendVec sends parts as one message on the link (see
+// collective.Vectored), joined first if the wrapped link cannot gather
+// them, reporting a peer that went away.
+func (c *blameConn) SendVec(ctx context.Context, tag collective.Tag, parts [][]byte) error {
+	var err error
+	if v, ok := c.Conn.(collective.Vectored); ok {
+		err = v.SendVec(ctx, tag, parts)
+	} else {
+		err = c.Conn.Send(ctx, tag, bytes.Join(parts, nil))
+	}
+	if err != nil {
+		c.t.peerFailed(c.peer, err)
+	}
+	return err
+}
+
+// RecvVec receives one message into parts in order, through a buffer of
+// its own if the wrapped link cannot scatter it, reporting a peer that
+// went away.
+func (c *blameConn) RecvVec(ctx context.Context, tag collective.Tag, parts [][]byte) error {
+	var err error
+	if v, ok := c.Conn.(collective.Vectored); ok {
+		err = v.RecvVec(ctx, tag, parts)
+	} else {
+		n := 0
+		for _, p := range parts {
+			n += len(p)
+		}
+		buf := make([]byte, n)
+		if err = c.Conn.Recv(ctx, tag, buf); err == nil {
+			for _, p := range parts {
+				buf = buf[copy(p, buf):]
+			}
+		}
+	}
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
 	}

@@ -33,9 +33,6 @@ func (e *Engine) retune(res tuneResult) {
 	if res.apply != nil {
 		e.c.SetHierarchical(res.apply.hier)
 		e.cycleTime = res.apply.cycle
-		if int64(cap(e.fusion)) > res.apply.fusion {
-			e.fusion = nil // a larger trial's buffer: let it regrow to what the new threshold needs
-		}
 	}
 	if res.apply == nil && res.trials == nil && res.chosen == nil {
 		return

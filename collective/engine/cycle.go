@@ -15,8 +15,8 @@ import (
 type loopState struct {
 	turnState
 	neg     *negotiator
-	recv    []byte // the gathered requests
-	fusion  []byte // the reused fusion buffer
+	recv    []byte   // the gathered requests
+	parts   [][]byte // a fused batch's tensors (reused)
 	tl      *timeline
 	running []*task // the current cycle's tasks, failed if it breaks
 

@@ -30,9 +30,10 @@
 //     of operation, dtype, shape, op, root, scale factors or group becomes
 //     an error, on every rank, that names the tensor and both values);
 //  5. fuses ready all-reduces of equal dtype, op and scale factors into
-//     batches of up to FusionThreshold bytes (one Comm.Allreduce each over
-//     a reused buffer), runs the rest one by one (all-reduces of 1 MiB and
-//     more among them, in place: see soloBytes), and completes handles.
+//     batches of up to FusionThreshold bytes (one Comm.AllreduceVec each,
+//     over the tensors where they lie: no copy into a fusion buffer and
+//     back), runs the rest one by one (all-reduces of 1 MiB and more among
+//     them: see soloBytes), and completes handles.
 //
 // This is Horovod's rank-0 coordinator with one round fewer. A name
 // negotiated in full enters the response cache in the same slot on every

@@ -3,7 +3,10 @@ package engine
 import "github.com/gorovod/gorovod/kernels"
 
 // soloBytes is the size from which an all-reduce outside a group is
-// reduced on its own, in place, instead of packed into the fusion buffer.
+// reduced on its own instead of fused with others. (Fused batches were
+// packed into a fusion buffer when this was measured; they are now
+// reduced where they lie, see Engine.allreduce, so the two copies below
+// are gone and the threshold may deserve a new measurement.)
 // Fusion pays for small tensors, whose ring time is mostly per-operation
 // latency; a tensor this large spends most of its time moving bytes, so
 // packing saves little but costs two copies of it on the processors that

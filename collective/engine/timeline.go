@@ -12,11 +12,9 @@ import (
 
 // Timeline activity names (the B/E spans of one tensor's row).
 const (
-	tlQueue      = "QUEUE"                    // ready, waiting for its batch
-	tlMemcpyIn   = "MEMCPY_IN_FUSION_BUFFER"  // packing a fused batch
-	tlMemcpyOut  = "MEMCPY_OUT_FUSION_BUFFER" // unpacking it
-	tlNegotiate  = "NEGOTIATE_"               // + kind, from submission to ready
-	tlCollective = "RING_"                    // + kind, the data-plane operation
+	tlQueue      = "QUEUE"      // ready, waiting for its batch
+	tlNegotiate  = "NEGOTIATE_" // + kind, from submission to ready
+	tlCollective = "RING_"      // + kind, the data-plane operation
 )
 
 // traceEvent is one event of the Chrome trace event format, which

@@ -25,7 +25,7 @@ func TestTimelineWriter(t *testing.T) {
 	buf.Reset()
 	tl = newTimeline(&buf, t0)
 	tl.span("a", tlQueue, t0.Add(time.Millisecond), t0.Add(2*time.Millisecond))
-	tl.span("a", tlMemcpyIn, t0.Add(2*time.Millisecond), t0.Add(3*time.Millisecond))
+	tl.span("a", tlCollective+"ALLREDUCE", t0.Add(2*time.Millisecond), t0.Add(3*time.Millisecond))
 	tl.negotiation(&response{name: "b", req: ar("b", 1), seen: []time.Time{t0.Add(5 * time.Millisecond), {}, t0}}, t0, t0.Add(6*time.Millisecond))
 	if err := tl.close(); err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestTimelineWriter(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &evs); err != nil {
 		t.Fatalf("%v: %s", err, buf.String())
 	}
-	want := "M process_name, M process_sort_index, B QUEUE 1000, E 2000, B MEMCPY_IN_FUSION_BUFFER 2000, E 3000, " +
+	want := "M process_name, M process_sort_index, B QUEUE 1000, E 2000, B RING_ALLREDUCE 2000, E 3000, " +
 		"M process_name, M process_sort_index, B NEGOTIATE_ALLREDUCE 0, i 2 0, i 0 5000, E 6000"
 	var got []string
 	for _, ev := range evs {

@@ -18,7 +18,33 @@ type conn struct {
 
 // Send queues a copy of p for the peer and returns without waiting for it.
 func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
-	data := bytes.Clone(p)
+	return c.send(ctx, tag, bytes.Clone(p))
+}
+
+// SendVec queues the parts joined into one message (see
+// collective.Vectored).
+func (c *conn) SendVec(ctx context.Context, tag collective.Tag, parts [][]byte) error {
+	return c.send(ctx, tag, bytes.Join(parts, nil))
+}
+
+// RecvVec receives the next message and copies it into parts in order.
+func (c *conn) RecvVec(ctx context.Context, tag collective.Tag, parts [][]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	data := make([]byte, n)
+	if err := c.Recv(ctx, tag, data); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		data = data[copy(p, data):]
+	}
+	return nil
+}
+
+// send queues data, which the link now owns, for the peer.
+func (c *conn) send(ctx context.Context, tag collective.Tag, data []byte) error {
 	l := c.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -97,3 +123,6 @@ type badConn struct{ err error }
 
 func (b badConn) Send(context.Context, collective.Tag, []byte) error { return b.err }
 func (b badConn) Recv(context.Context, collective.Tag, []byte) error { return b.err }
+
+func (b badConn) SendVec(context.Context, collective.Tag, [][]byte) error { return b.err }
+func (b badConn) RecvVec(context.Context, collective.Tag, [][]byte) error { return b.err }

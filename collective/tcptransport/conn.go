@@ -72,6 +72,37 @@ func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	return c.link.recv(tag, p)
 }
 
+// SendVec writes one frame whose payload is parts end to end (see
+// collective.Vectored), without joining them.
+func (c *conn) SendVec(ctx context.Context, tag collective.Tag, parts [][]byte) error {
+	if err := c.ready(ctx, opSend); err != nil {
+		return err
+	}
+	c.sendWatch.begin(ctx)
+	defer c.sendWatch.end()
+	return c.link.sendVec(tag, parts)
+}
+
+// RecvVec reads one frame into parts in order, after checking its header
+// against tag and the parts' total length.
+func (c *conn) RecvVec(ctx context.Context, tag collective.Tag, parts [][]byte) error {
+	if err := c.ready(ctx, opRecv); err != nil {
+		return err
+	}
+	c.recvWatch.begin(ctx)
+	defer c.recvWatch.end()
+	return c.link.recvVec(tag, parts)
+}
+
+// partsLen is the bytes of parts together.
+func partsLen(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
+
 // checkHeader decodes the frame header hdr and checks it against the tag
 // and payload length a Recv expects; a mismatch fails the link.
 func (c *conn) checkHeader(hdr []byte, tag collective.Tag, n int) error {
@@ -104,6 +135,9 @@ type badConn struct{ err error }
 
 func (b badConn) Send(context.Context, collective.Tag, []byte) error { return b.err }
 func (b badConn) Recv(context.Context, collective.Tag, []byte) error { return b.err }
+
+func (b badConn) SendVec(context.Context, collective.Tag, [][]byte) error { return b.err }
+func (b badConn) RecvVec(context.Context, collective.Tag, [][]byte) error { return b.err }
 
 // Buffered is what the link to the peer holds unreceived, in payload bytes
 // of messages frames (see collective.Buffered): a shared-memory ring's

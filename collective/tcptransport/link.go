@@ -22,6 +22,10 @@ type link interface {
 	// recv reads one frame into p, after checking its header against tag
 	// and len(p).
 	recv(tag collective.Tag, p []byte) error
+	// sendVec is send of the parts' concatenation, from where they lie.
+	sendVec(tag collective.Tag, parts [][]byte) error
+	// recvVec is recv into the parts in order.
+	recvVec(tag collective.Tag, parts [][]byte) error
 	// down tells the link that its conn has failed for good; the conn has
 	// closed its sockets. It is called once.
 	down()

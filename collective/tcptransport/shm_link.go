@@ -80,6 +80,47 @@ func (l *shmLink) send(tag collective.Tag, p []byte) error {
 	return l.out.Write(p, l.sendStopped)
 }
 
+// sendVec writes one frame of the parts, copying each into the ring from
+// where it lies.
+func (l *shmLink) sendVec(tag collective.Tag, parts [][]byte) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if !l.mapped {
+		return l.c.failed.Load().err
+	}
+	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(partsLen(parts))})
+	if err := l.out.Write(l.whdr[:], l.sendStopped); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := l.out.Write(p, l.sendStopped); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recvVec is recv into parts in order.
+func (l *shmLink) recvVec(tag collective.Tag, parts [][]byte) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if !l.mapped {
+		return l.c.failed.Load().err
+	}
+	if err := l.read(l.rhdr[:]); err != nil {
+		return err
+	}
+	if err := l.c.checkHeader(l.rhdr[:], tag, partsLen(parts)); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := l.read(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // recv reads one frame from the inbound ring, checking its header against
 // tag and len(p) as a tcpLink does.
 func (l *shmLink) recv(tag collective.Tag, p []byte) error {

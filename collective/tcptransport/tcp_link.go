@@ -31,6 +31,7 @@ type tcpLink struct {
 	whdr [headerSize]byte
 	wvec [2][]byte
 	wbuf net.Buffers
+	wvs  [][]byte // sendVec's header and parts
 	_    [cacheLine]byte
 
 	// Recv side, touched only by the recv in progress.
@@ -55,6 +56,38 @@ func (l *tcpLink) send(tag collective.Tag, p []byte) error {
 	l.wvec[1] = nil // do not keep the caller's buffer reachable
 	if err != nil {
 		return l.c.ioFail(opSend, err)
+	}
+	return nil
+}
+
+// sendVec writes one frame of the parts in a single writev, without
+// copying them.
+func (l *tcpLink) sendVec(tag collective.Tag, parts [][]byte) error {
+	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(partsLen(parts))})
+	l.wvs = append(append(l.wvs[:0], l.whdr[:]), parts...)
+	l.wbuf = l.wvs
+	_, err := l.wbuf.WriteTo(l.out)
+	clear(l.wvs) // do not keep the caller's buffers reachable
+	if err != nil {
+		return l.c.ioFail(opSend, err)
+	}
+	return nil
+}
+
+// recvVec is recv into parts in order.
+func (l *tcpLink) recvVec(tag collective.Tag, parts [][]byte) error {
+	n := partsLen(parts)
+	poll := n <= pollMax
+	if err := l.r.readFull(l.rhdr[:], poll); err != nil {
+		return l.c.ioFail(opRecv, err)
+	}
+	if err := l.c.checkHeader(l.rhdr[:], tag, n); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := l.r.readFull(p, poll); err != nil {
+			return l.c.ioFail(opRecv, err)
+		}
 	}
 	return nil
 }
