@@ -26,7 +26,7 @@ type bench struct {
 // run trains on rt for the warm-up and timed steps and returns the
 // samples per second of each timed iteration on this rank.
 func (b *bench) run(ctx context.Context, rt *hvd.Runtime) ([]float64, error) {
-	opt, err := hvd.NewDistributedOptimizer(b.optimizer(), rt, hvd.DistributedOptions{Compression: b.cfg.Compression})
+	opt, err := hvd.NewDistributedOptimizer(b.optimizer(), rt, hvd.DistributedOptions{Compression: b.cfg.Compression, InPlace: b.cfg.InPlace})
 	if err != nil {
 		return nil, err
 	}

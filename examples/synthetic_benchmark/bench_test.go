@@ -38,8 +38,11 @@ func TestUniformLayout(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	cfg, err := parseFlags(nil)
-	if err != nil || cfg.Float64 || cfg.Compression != hvd.NoCompression {
-		t.Errorf("defaults: %+v, %v; want float32 parameters sent as they are", cfg, err)
+	if err != nil || cfg.Float64 || cfg.Compression != hvd.NoCompression || !cfg.InPlace {
+		t.Errorf("defaults: %+v, %v; want float32 parameters sent as they are, in place", cfg, err)
+	}
+	if cfg, err := parseFlags([]string{"-in-place=false"}); err != nil || cfg.InPlace {
+		t.Errorf("-in-place=false: %+v, %v", cfg, err)
 	}
 	if cfg, err := parseFlags([]string{"-dtype", "float64", "-compression", "fp32"}); err != nil || !cfg.Float64 || cfg.Compression != hvd.FP32Compression {
 		t.Errorf("-dtype float64 -compression fp32: %+v, %v", cfg, err)
@@ -62,10 +65,10 @@ func TestMeanConf(t *testing.T) {
 // TestBenchmarkRuns runs the whole benchmark (baseline, then distributed)
 // on two in-process ranks with a tiny model and compute step.
 func TestBenchmarkRuns(t *testing.T) {
-	for _, c := range [][2]string{{"sleep", "float32"}, {"gemm", "float64"}} {
+	for _, c := range [][3]string{{"sleep", "float32", "true"}, {"gemm", "float64", "false"}} {
 		compute := c[0]
 		cfg, err := parseFlags([]string{"-model", "uniform", "-params", "1000", "-tensors", "7", "-compute", compute,
-			"-step-time", "3ms", "-gemm-n", "8", "-warmup", "1", "-iters", "2", "-batches-per-iter", "2", "-update", "-dtype", c[1]})
+			"-step-time", "3ms", "-gemm-n", "8", "-warmup", "1", "-iters", "2", "-batches-per-iter", "2", "-update", "-dtype", c[1], "-in-place=" + c[2]})
 		if err != nil {
 			t.Fatal(err)
 		}
