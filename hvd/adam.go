@@ -46,6 +46,7 @@ func NewAdam(params []*Param, cfg AdamConfig) (*Adam, error) {
 
 // Step applies one Adam update to every parameter.
 func (o *Adam) Step(context.Context) error {
+	o.settle()
 	t := float64(o.steps + 1)
 	u := adamStep{cfg: &o.cfg, lr: o.lr, c1: 1 - math.Pow(o.cfg.Beta1, t), c2: 1 - math.Pow(o.cfg.Beta2, t)}
 	for _, p := range o.params {

@@ -7,6 +7,7 @@ type base struct {
 	lr     float64
 	steps  int64
 	slots  slots
+	before []func() // run before the values or the slots change (ElasticState)
 }
 
 func newBase(params []*Param, lr float64) (base, error) {
@@ -46,9 +47,21 @@ func (b *base) State() OptimizerState {
 
 // SetState loads a copy of s.
 func (b *base) SetState(s OptimizerState) error {
+	b.settle()
 	if err := b.slots.load(s.Slots); err != nil {
 		return err
 	}
 	b.steps, b.lr = s.Steps, s.LR
 	return nil
+}
+
+// beforeUpdate has f run before every later change of the parameters'
+// values or the slots (Step, SetState).
+func (b *base) beforeUpdate(f func()) { b.before = append(b.before, f) }
+
+// settle runs the beforeUpdate functions.
+func (b *base) settle() {
+	for _, f := range b.before {
+		f()
+	}
 }

@@ -38,6 +38,7 @@ func NewSGD(params []*Param, cfg SGDConfig) (*SGD, error) {
 
 // Step applies one SGD update to every parameter.
 func (o *SGD) Step(context.Context) error {
+	o.settle()
 	for _, p := range o.params {
 		buf := o.slots["momentum/"+p.Name]
 		if p.Is32() {
