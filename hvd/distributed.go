@@ -96,20 +96,39 @@ func NewDistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptio
 	if err := checkParams(inner.Params()); err != nil {
 		return nil, err
 	}
-	o := &DistributedOptimizer{inner: inner, rt: rt, opts: opts, index: map[string]*gradSync{}}
+	o := &DistributedOptimizer{inner: inner, opts: opts, index: map[string]*gradSync{}}
 	for _, p := range inner.Params() {
-		wt := opts.Compression.WireDTypeFor(p.DType())
 		g := &gradSync{p: p}
-		g.pre, g.post = opts.factors(rt.Size(), wt == p.DType())
-		g.inPlace = opts.InPlace && wt == p.DType() && opts.BackwardPassesPerStep == 1 && g.post == 1
+		o.grads = append(o.grads, g)
+		o.index[p.Name] = g
+	}
+	o.bind(rt)
+	return o, nil
+}
+
+// bind makes rt the job the optimizer averages over: what depends on its
+// size (the scale factors, whether a gradient is all-reduced at all) is
+// worked out again. An elastic job binds each new formation (RunElastic);
+// no step may be in progress.
+func (o *DistributedOptimizer) bind(rt *Runtime) {
+	o.mu.Lock()
+	o.rt, o.pass, o.synced, o.pending = rt, 0, false, nil
+	o.mu.Unlock()
+	for _, g := range o.grads {
+		g.h, g.reported = nil, false
+		if g.acc != nil {
+			clear(g.acc)
+		}
+		p := g.p
+		wt := o.opts.Compression.WireDTypeFor(p.DType())
+		g.pre, g.post = o.opts.factors(rt.Size(), wt == p.DType())
+		g.inPlace = o.opts.InPlace && wt == p.DType() && o.opts.BackwardPassesPerStep == 1 && g.post == 1
+		g.wire = nil
 		if !g.inPlace {
 			g.wire = newWire(wt, "grad/"+p.Name, p.Len())
 		}
 		g.alone = rt.Size() == 1 && wt == p.DType() && g.pre == 1 && g.post == 1
-		o.grads = append(o.grads, g)
-		o.index[p.Name] = g
 	}
-	return o, nil
 }
 
 // factors are what a gradient is multiplied by on its way into its wire

@@ -49,7 +49,20 @@ type ElasticState struct {
 	opState OptimizerState
 	enc     [][]byte // per field, gob
 	commits int64
-	mu      sync.Mutex // guards commits for Commits
+	reform  <-chan struct{} // closed once a newer generation exists (RunElastic); nil outside it
+	mu      sync.Mutex      // guards commits and reform
+}
+
+// attach binds the state to the runtime of a new formation of an elastic
+// job (nil: none): the optimizer averages over it, and Commit reports
+// ErrHostsUpdated once reform is closed.
+func (s *ElasticState) attach(rt *Runtime, reform <-chan struct{}) {
+	if d, ok := s.opt.(*DistributedOptimizer); ok && rt != nil {
+		d.bind(rt)
+	}
+	s.mu.Lock()
+	s.reform = reform
+	s.mu.Unlock()
 }
 
 // stateCopier is implemented by optimizers whose state can be copied into
@@ -116,6 +129,9 @@ func NewElasticState(opt Optimizer, fields ...any) (*ElasticState, error) {
 
 // Commit saves the current state in memory, replacing the last commit.
 // An error (a field gob cannot encode) leaves the last commit as it was.
+// Under RunElastic it returns ErrHostsUpdated, after committing, once the
+// launcher has formed a newer generation of the job: return it from the
+// training function, and the job re-forms.
 func (s *ElasticState) Commit() error {
 	s.settle()
 	enc := make([][]byte, len(s.fields))
@@ -144,7 +160,15 @@ func (s *ElasticState) Commit() error {
 	}
 	s.mu.Lock()
 	s.commits++
+	reform := s.reform
 	s.mu.Unlock()
+	if reform != nil {
+		select {
+		case <-reform:
+			return ErrHostsUpdated
+		default:
+		}
+	}
 	return nil
 }
 

@@ -52,6 +52,16 @@ func abortRendezvous(srv *rendezvous.Server, err error) {
 // program's format and destination, and slog.Default() is left as it is.
 // An empty LogLevel keeps l's own level.
 func runtimeLogger(l *slog.Logger, env runner.WorkerEnv) (*slog.Logger, error) {
+	l, err := leveledLogger(l, env)
+	if err != nil {
+		return nil, err
+	}
+	return l.With("rank", env.Rank), nil
+}
+
+// leveledLogger is l (nil: slog.Default()) passing on the records at or
+// above env's log level.
+func leveledLogger(l *slog.Logger, env runner.WorkerEnv) (*slog.Logger, error) {
 	if l == nil {
 		l = slog.Default()
 	}
@@ -62,7 +72,7 @@ func runtimeLogger(l *slog.Logger, env runner.WorkerEnv) (*slog.Logger, error) {
 		}
 		l = slog.New(levelFilter{Handler: l.Handler(), min: level, own: true})
 	}
-	return l.With("rank", env.Rank), nil
+	return l, nil
 }
 
 // warnings returns a logger that passes on l's warnings and errors only:

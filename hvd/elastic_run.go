@@ -1,0 +1,219 @@
+package hvd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/gorovod/gorovod/collective/tcptransport"
+	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/runner/rendezvous"
+)
+
+// ErrHostsUpdated is what ElasticState.Commit returns, after committing,
+// once the launcher has formed a newer generation of the job (workers
+// joined, or one was lost where this rank has not noticed yet): the
+// training function returns it and RunElastic re-forms the job, losing
+// nothing since the state was just committed.
+var ErrHostsUpdated = errors.New("hvd: the elastic job is re-forming")
+
+// ErrElasticRemoved is RunElastic's error when the launcher's latest
+// generation leaves this worker out.
+var ErrElasticRemoved = errors.New("hvd: this worker is not in the elastic job any more")
+
+// ElasticConfig describes one worker of an elastic job: the job's
+// settings, which stay the same across formations, and the worker's name
+// in the launcher's generations (see runner.Generation).
+type ElasticConfig struct {
+	// Config holds the rendezvous address, secret, bind address, knobs,
+	// logger and communicator options. Its rank, size, topology,
+	// hostname and transport are ignored: each generation gives them.
+	Config
+	// ID names this worker in the generations (GOROVOD_ELASTIC_ID).
+	ID string
+	// OnReset, if set, runs on every rank after each formation but the
+	// first, after the state is synced and before training goes on: the
+	// place to rescale a learning rate to the new size.
+	OnReset func(ctx context.Context, rt *Runtime) error
+}
+
+// RunElastic runs train on this worker as a member of an elastic job,
+// in the manner of Horovod Elastic's run loop: it waits for the
+// launcher's first generation, forms that job (a mesh authenticated with
+// the job secret, shared memory between ranks on a host), makes every
+// rank's state rank 0's (ElasticState.Sync) and calls train with the
+// job's Runtime. When the job breaks (a rank is lost: train returns an
+// error and the runtime's engine or communicator has failed) or grows (Commit
+// returns ErrHostsUpdated), it shuts the runtime down, rolls the state
+// back to its last commit, waits for the launcher's next generation,
+// forms it, syncs and calls train again, with the new ranks. It returns
+// nil once train returns nil; train's own errors (the runtime still
+// sound, no newer generation) end it, as does ctx. train must commit the
+// state regularly (ElasticState.Commit) and take its position in the data
+// from it (an ElasticSampler among its fields); state's optimizer, if it
+// is a DistributedOptimizer, averages over each new job.
+func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, train func(ctx context.Context, rt *Runtime) error) error {
+	if cfg.ID == "" || state == nil || train == nil {
+		return fmt.Errorf("%w: RunElastic needs a worker ID, a state and a training function", ErrElasticState)
+	}
+	log, err := leveledLogger(cfg.Logger, cfg.workerEnv())
+	if err != nil {
+		return err
+	}
+	log = log.With("worker", cfg.ID)
+	rdv, err := rendezvous.Dial(ctx, cfg.RendezvousAddr, cfg.Secret, rendezvous.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("hvd: elastic worker %s: joining the rendezvous at %s: %w", cfg.ID, cfg.RendezvousAddr, err)
+	}
+	defer rdv.Close()
+	last := 0
+	for formed := 0; ; formed++ {
+		g, err := runner.AwaitGeneration(ctx, rdv, last)
+		if err != nil {
+			return fmt.Errorf("hvd: elastic worker %s: waiting for generation %d: %w", cfg.ID, last+1, err)
+		}
+		last = g.N
+		rank := g.RankOf(cfg.ID)
+		if rank < 0 {
+			return fmt.Errorf("%w: generation %d has %d other workers", ErrElasticRemoved, g.N, len(g.Members))
+		}
+		err = runGeneration(ctx, cfg, rdv, g, rank, state, train, formed > 0)
+		var reset *resetError
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("hvd: elastic worker %s: %w (in generation %d: %w)", cfg.ID, ctx.Err(), g.N, err)
+		case !errors.As(err, &reset):
+			return err
+		}
+		log.Info("hvd: elastic job re-forming", "generation", g.N, "rank", rank, "size", len(g.Members), "because", reset.err)
+		if err := state.Restore(); err != nil {
+			return err
+		}
+	}
+}
+
+// resetError marks an error after which the job re-forms.
+type resetError struct{ err error }
+
+func (e *resetError) Error() string { return e.err.Error() }
+func (e *resetError) Unwrap() error { return e.err }
+
+// runGeneration forms generation g as its rank, syncs the state and
+// trains; an error after which the job should re-form is a *resetError.
+func runGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Client, g runner.Generation, rank int,
+	state *ElasticState, train func(ctx context.Context, rt *Runtime) error, again bool) error {
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	newer := make(chan struct{})
+	go func() {
+		if _, err := runner.NewerGeneration(wctx, rdv, g.N); err == nil {
+			close(newer)
+		}
+	}()
+	reformed := func() bool {
+		select {
+		case <-newer:
+			return true
+		default:
+			return false
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, startTimeoutOf(cfg.Config))
+	go func() { // a newer generation ends the formation of this one
+		select {
+		case <-newer:
+			cancel()
+		case <-fctx.Done():
+		}
+	}()
+	rt, err := formGeneration(fctx, cfg, rdv, g, rank)
+	cancel()
+	if err != nil {
+		if reformed() {
+			return &resetError{fmt.Errorf("generation %d did not form: %w", g.N, err)}
+		}
+		return fmt.Errorf("hvd: elastic worker %s: forming generation %d as rank %d of %d: %w", cfg.ID, g.N, rank, len(g.Members), err)
+	}
+	defer rt.Shutdown()
+	state.attach(rt, newer)
+	defer state.attach(nil, nil)
+	err = state.Sync(ctx, rt)
+	if err == nil && again && cfg.OnReset != nil {
+		err = cfg.OnReset(ctx, rt)
+	}
+	if err == nil {
+		err = train(ctx, rt)
+	}
+	if err != nil && (errors.Is(err, ErrHostsUpdated) || rt.comm.Err() != nil || rt.engine.Err() != nil || reformed()) {
+		return &resetError{err}
+	}
+	return err
+}
+
+// formGeneration forms the mesh of generation g as rank and starts its
+// runtime.
+func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Client, g runner.Generation, rank int) (*Runtime, error) {
+	hosts := g.Hosts()
+	n := len(hosts)
+	c := cfg.Config
+	c.Rank, c.Size, c.Hostname, c.Transport = rank, n, hosts[rank], nil
+	s := runner.SlotsOf(hosts)[rank]
+	c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = s.LocalRank, s.LocalSize, s.CrossRank, s.CrossSize
+	c.Comm.Hosts = hostIndexes(hosts)
+	if n > 1 {
+		env := c.workerEnv()
+		allLocal := len(slices.Compact(slices.Sorted(slices.Values(hosts)))) == 1
+		host, err := runner.DataPlaneHost(env.BindAddr, cfg.RendezvousAddr, allLocal, nil)
+		if err != nil {
+			return nil, err
+		}
+		ln, err := tcptransport.Listen(net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		addrs, err := runner.ExchangeAddrs(ctx, rdv, g.N, rank, n, ln.Addr())
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
+			Rank: rank, Size: n, Addrs: addrs, Secret: cfg.Secret, Logger: cfg.Logger, NoSharedMemory: env.NoSharedMemory,
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.Transport = tr
+	}
+	rt, err := NewRuntime(ctx, c)
+	if err != nil && c.Transport != nil {
+		c.Transport.Close()
+	}
+	return rt, err
+}
+
+// hostIndexes numbers the hosts of hostOf in order of first appearance.
+func hostIndexes(hostOf []string) []int {
+	index := map[string]int{}
+	out := make([]int, len(hostOf))
+	for i, h := range hostOf {
+		if _, ok := index[h]; !ok {
+			index[h] = len(index)
+		}
+		out[i] = index[h]
+	}
+	return out
+}
+
+// startTimeoutOf is how long a formation may take: the job's start
+// timeout.
+func startTimeoutOf(c Config) time.Duration {
+	if d := c.workerEnv().StartTimeout; d > 0 {
+		return d
+	}
+	return 30 * time.Second
+}
