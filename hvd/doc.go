@@ -46,14 +46,11 @@
 // soon as GradReady reports it; BroadcastParameters, Checkpointer, Shard
 // and LRSchedule cover the rest of a loop.
 //
-// ElasticState and ElasticSampler are what a job that changes size keeps
-// across a reset: the parameters, the optimizer state and fields of the
-// caller's, committed in memory every few steps and restored, or synced
-// from rank 0, after the job re-forms; and the epoch's progress, so that
-// the ranks of the new job share only the samples not processed yet. (The
-// launcher and runtime side that re-forms a job after a rank is lost,
-// Horovod Elastic's run loop, is not built yet: today the first failed
-// rank still ends the job.)
+// RunElastic trains a job that survives the loss of ranks (gorun
+// --min-np): when one fails, the others form the job anew, roll their
+// ElasticState back to its last commit, make it rank 0's and train on;
+// an ElasticSampler hands the new job only the samples of the epoch not
+// processed yet. (gorun cannot add hosts to a running job yet.)
 //
 // Failures are global: when any rank fails (it crashes, a link breaks, a
 // context is cancelled, an argument is invalid) every rank's pending and

@@ -40,6 +40,22 @@ type ElasticConfig struct {
 	OnReset func(ctx context.Context, rt *Runtime) error
 }
 
+// ElasticConfigFromEnv reads the ElasticConfig of a worker that gorun
+// started in an elastic job (gorun --min-np): the job's settings as
+// ConfigFromEnv reads them, and the worker's name (GOROVOD_ELASTIC_ID,
+// required).
+func ElasticConfigFromEnv(getenv func(string) string) (ElasticConfig, error) {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return ElasticConfig{}, err
+	}
+	id := getenv(runner.EnvElasticID)
+	if id == "" {
+		return ElasticConfig{}, fmt.Errorf("%w: %s is not set: start the program with gorun --min-np N", ErrElasticState, runner.EnvElasticID)
+	}
+	return ElasticConfig{Config: cfg, ID: id}, nil
+}
+
 // RunElastic runs train on this worker as a member of an elastic job,
 // in the manner of Horovod Elastic's run loop: it waits for the
 // launcher's first generation, forms that job (a mesh authenticated with
@@ -54,7 +70,9 @@ type ElasticConfig struct {
 // sound, no newer generation) end it, as does ctx. train must commit the
 // state regularly (ElasticState.Commit) and take its position in the data
 // from it (an ElasticSampler among its fields); state's optimizer, if it
-// is a DistributedOptimizer, averages over each new job.
+// is a DistributedOptimizer, averages over each new job. Under gorun
+// (--min-np) take cfg from ElasticConfigFromEnv and do not call Init:
+// RunElastic forms each job itself.
 func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, train func(ctx context.Context, rt *Runtime) error) error {
 	if cfg.ID == "" || state == nil || train == nil {
 		return fmt.Errorf("%w: RunElastic needs a worker ID, a state and a training function", ErrElasticState)

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 }
 
 // bin returns the path of the named program (gorun, hello,
-// allreduce_bench, mnist), building them all on first use.
+// allreduce_bench, mnist, elasticrank), building them all on first use.
 func bin(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -43,7 +43,8 @@ func bin(t testing.TB, name string) string {
 			return
 		}
 		for pkg, out := range map[string]string{"../cmd/gorun": "gorun", "../examples/hello": "hello",
-			"../examples/allreduce_bench": "allreduce_bench", "../examples/mnist": "mnist"} {
+			"../examples/allreduce_bench": "allreduce_bench", "../examples/mnist": "mnist",
+			"./testdata/elasticrank": "elasticrank"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				buildErr = errors.New("go build " + pkg + ": " + err.Error() + "\n" + string(b))

@@ -86,6 +86,12 @@ func (j *job) judge(ex rankExit) error {
 	if j.failure != nil {
 		return nil
 	}
+	if j.elastic != nil {
+		if ex.err == nil { // done training; the others finish too
+			return nil
+		}
+		return j.lost(ex)
+	}
 	if ex.err == nil {
 		return j.leftEarly(ex.rank)
 	}

@@ -95,6 +95,17 @@ type Config struct {
 	// SpawnerFor picks the spawner for the ranks of host, overriding
 	// Launcher. Nil means the spawners that Launcher names.
 	SpawnerFor func(host string) Spawner
+
+	// MinNP > 0 makes the job elastic (gorun --min-np): a rank that fails
+	// does not stop it; the others form the job anew without it and train
+	// on from their last commit (see hvd.RunElastic), as long as at least
+	// MinNP ranks are left. The program must run its training through
+	// hvd.RunElastic.
+	MinNP int
+	// ResetLimit, in an elastic job, is how many times it may be formed
+	// anew after a failure before the next failure stops it; 0 means no
+	// limit (gorun --reset-limit).
+	ResetLimit int
 }
 
 // DefaultConfig returns a Config with every setting at its default: one
@@ -131,6 +142,10 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.checkAddrs())
 	errs = append(errs, c.jobEnv().Validate())
+	check(c.MinNP >= 0 && c.MinNP <= max(c.NP, 1), "--min-np %d is not in 0..%d (-np)", c.MinNP, c.NP)
+	check(c.ResetLimit >= 0, "--reset-limit %d is negative", c.ResetLimit)
+	check(c.ResetLimit == 0 || c.MinNP > 0, "--reset-limit needs an elastic job (--min-np)")
+	check(c.MinNP == 0 || c.Launcher != SpawnSrun, "an elastic job (--min-np) cannot run its ranks as srun steps")
 	return errors.Join(errs...)
 }
 

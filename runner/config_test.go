@@ -39,6 +39,12 @@ func TestConfigValidate(t *testing.T) {
 		{"zero start timeout", func(c *Config) { c.StartTimeout = 0 }, ErrEnv, "GOROVOD_START_TIMEOUT=0s"},
 		{"zero cycle time", func(c *Config) { c.CycleTime = 0 }, ErrEnv, "GOROVOD_CYCLE_TIME=0s"},
 		{"bad log level", func(c *Config) { c.LogLevel = "loud" }, ErrEnv, "GOROVOD_LOG_LEVEL"},
+		{"elastic", func(c *Config) { c.MinNP, c.ResetLimit = 1, 3 }, nil, ""},
+		{"min-np over np", func(c *Config) { c.MinNP = 3 }, ErrConfig, "--min-np 3 is not in 0..2"},
+		{"negative min-np", func(c *Config) { c.MinNP = -1 }, ErrConfig, "--min-np -1"},
+		{"reset limit alone", func(c *Config) { c.ResetLimit = 2 }, ErrConfig, "--reset-limit needs an elastic job"},
+		{"negative reset limit", func(c *Config) { c.MinNP, c.ResetLimit = 1, -1 }, ErrConfig, "--reset-limit -1 is negative"},
+		{"elastic srun", func(c *Config) { c.MinNP, c.Launcher = 1, SpawnSrun }, ErrConfig, "cannot run its ranks as srun steps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

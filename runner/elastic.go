@@ -81,9 +81,15 @@ func decodeGeneration(b []byte) (Generation, error) {
 	return g, g.check()
 }
 
+// KeyValueSetter stores values in a rendezvous key-value store: a
+// rendezvous.Client, or the launcher's own rendezvous.Server.
+type KeyValueSetter interface {
+	Set(ctx context.Context, key string, value []byte) error
+}
+
 // PublishGeneration makes g the job's latest generation (the launcher's
 // side). g.N must be one more than the last published number.
-func PublishGeneration(ctx context.Context, c *rendezvous.Client, g Generation) error {
+func PublishGeneration(ctx context.Context, c KeyValueSetter, g Generation) error {
 	if err := g.check(); err != nil {
 		return err
 	}

@@ -48,6 +48,11 @@ const (
 	EnvAutotuneLog       = "GOROVOD_AUTOTUNE_LOG"           // AutotuneLogPath: CSV file of the autotuner's trials
 )
 
+// EnvElasticID is set by gorun in the ranks of an elastic job (--min-np)
+// only: the worker's name in the job's generations (runner.Generation),
+// which hvd.RunElastic looks itself up by.
+const EnvElasticID = "GOROVOD_ELASTIC_ID"
+
 // Variables that gorun never writes, read by Detect when another launcher
 // (Slurm, mpirun, torchrun, a cluster spec) started the process.
 const (

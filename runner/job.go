@@ -25,6 +25,7 @@ type jobServer interface {
 	Registered() int
 	Missing() []rendezvous.Peer
 	Changed() <-chan struct{}
+	Set(ctx context.Context, key string, value []byte) error
 }
 
 // job is a launched set of ranks: it starts them, watches them, and stops
@@ -50,6 +51,8 @@ type job struct {
 	failure  error // what stopped the job: the blamed rank, spawn error or interrupt
 	stopping int   // ranks that were running when the stop began
 	killed   int   // ranks that needed SIGKILL
+
+	elastic *elasticState // nil unless the job is elastic (Config.MinNP)
 }
 
 // rankProc is a started rank.
@@ -86,6 +89,9 @@ func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(strin
 			Argv: j.cfg.Command,
 			Env:  append(append([]string(nil), forward...), env.ForSlot(s).Environ()...),
 			Dir:  j.cfg.Dir,
+		}
+		if j.cfg.MinNP > 0 {
+			c.Env = append(c.Env, EnvElasticID+"="+elasticID(s.Host, s.Rank))
 		}
 		if err := j.spawn(ctx, s, c, len(forward), spawnerFor(s.Host)); err != nil {
 			if ctx.Err() != nil {

@@ -93,7 +93,14 @@ func Launch(ctx context.Context, cfg Config) error {
 	}
 	j := newJob(cfg, log, srv, out, slots)
 	started := time.Now()
-	err = j.watch(ctx, j.spawnAll(ctx, env, withHostAddrs(spawnerFor, plan, srv.Addr())))
+	spawnErr := j.spawnAll(ctx, env, withHostAddrs(spawnerFor, plan, srv.Addr()))
+	if spawnErr == nil && ctx.Err() == nil && cfg.MinNP > 0 {
+		spawnErr = j.startElastic()
+	}
+	err = j.watch(ctx, spawnErr)
+	if cfg.MinNP > 0 { // elastic ranks do not register: they meet in the key-value store
+		return err
+	}
 	return unregisteredHosts(err, srv, slots, addrOf, time.Since(started), cfg.StartTimeout)
 }
 

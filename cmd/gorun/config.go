@@ -54,6 +54,7 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 		return cfg, usagef("-np is required when neither -H nor -hostfile is given")
 	}
 	cfg.ForwardEnv = splitNames(c.StringSlice("x"))
+	cfg.MinNP, cfg.ResetLimit = c.Int("min-np"), c.Int("reset-limit")
 	cfg.BindAddr, cfg.NetworkInterface = c.String("bind-addr"), c.String("network-interface")
 	cfg.SSHPort, cfg.SSHIdentityFile = c.Int("ssh-port"), c.String("ssh-identity-file")
 	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")

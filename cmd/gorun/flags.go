@@ -30,6 +30,11 @@ func flags() []cli.Flag {
 			Usage: "how long ranks wait for each other in hvd.Init, and for host checks (Go duration, or seconds) [$GOROVOD_START_TIMEOUT]"},
 		&cli.StringSliceFlag{Name: "x", Category: catJob,
 			Usage: "pass environment variable NAME (or set NAME=value) to every rank; repeatable, NAME1,NAME2 allowed"},
+		&cli.IntFlag{Name: "min-np", Category: catJob,
+			Usage:       "make the job elastic: a rank that fails does not stop it while at least this many ranks are left; the others form the job anew and train on from their last commit (the program must train through hvd.RunElastic)",
+			DefaultText: "not elastic"},
+		&cli.IntFlag{Name: "reset-limit", Category: catJob,
+			Usage: "how many times an elastic job may be formed anew after failures before the next failure stops it", DefaultText: "no limit"},
 
 		&cli.StringSliceFlag{Name: "hosts", Aliases: []string{"H"}, Category: catHosts,
 			Usage:       "hosts and their slots: host1:2,host2:2; list this machine once (localhost, 127.0.0.1, ::1 and its name are one host)",

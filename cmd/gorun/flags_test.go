@@ -31,7 +31,8 @@ func TestFlagsToConfig(t *testing.T) {
 		"--bind-addr", "10.0.0.1", "--network-interface", "eth1", "--output-filename", "/o", "--verbose",
 		"-x", "A,B", "-x", "C=1,2", "--fusion-threshold-mb", "8", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
 		"--stall-check-time", "30s", "--stall-shutdown-time", "2m", "--timeline-filename", "/t.json",
-		"--log-level", "debug", "--op-timeout", "1.5", "--", "./train", "-np", "9", "--epochs", "3")
+		"--log-level", "debug", "--op-timeout", "1.5", "--min-np", "2", "--reset-limit", "5",
+		"--", "./train", "-np", "9", "--epochs", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +45,7 @@ func TestFlagsToConfig(t *testing.T) {
 	want.FusionThreshold, want.CycleTime, want.CacheCapacity = 8<<20, 2500*time.Microsecond, 0
 	want.StallWarning, want.StallShutdown, want.TimelinePath = 30*time.Second, 2*time.Minute, "/t.json"
 	want.LogLevel, want.OpTimeout = "debug", 1500*time.Millisecond
+	want.MinNP, want.ResetLimit = 2, 5
 	if !slices.Equal(cfg.Hosts, want.Hosts) || !slices.Equal(cfg.Command, want.Command) ||
 		!slices.Equal(cfg.ForwardEnv, want.ForwardEnv) {
 		t.Errorf("hosts %v, command %q, -x %q", cfg.Hosts, cfg.Command, cfg.ForwardEnv)
@@ -62,7 +64,7 @@ func equalConfig(a, b runner.Config) bool { return fmtConfig(a) == fmtConfig(b) 
 func fmtConfig(c runner.Config) string {
 	return fmt.Sprint(c.NP, c.Dir, c.StartTimeout, c.BindAddr, c.NetworkInterface, c.OutputDir, c.Verbose,
 		c.SSHPort, c.SSHIdentityFile, c.SSHConnectTimeout, c.FusionThreshold, c.CycleTime, c.CacheCapacity,
-		c.StallWarning, c.StallShutdown, c.TimelinePath, c.LogLevel, c.OpTimeout, c.GracePeriod)
+		c.StallWarning, c.StallShutdown, c.TimelinePath, c.LogLevel, c.OpTimeout, c.GracePeriod, c.MinNP, c.ResetLimit)
 }
 
 func TestFlagsDefaults(t *testing.T) {

@@ -1,5 +1,10 @@
 package rendezvous
 
+import (
+	"context"
+	"fmt"
+)
+
 // Value returns a copy of the value that a rank stored under key with
 // Client.Set, and whether there is one. It lets the launcher read what
 // ranks report (runner reads why a failed rank failed this way).
@@ -21,4 +26,17 @@ func (s *Server) Changed() <-chan struct{} {
 	s.board.mu.Lock()
 	defer s.board.mu.Unlock()
 	return s.board.changed
+}
+
+// Set stores a copy of value under key, as Client.Set does, for the
+// launcher itself (runner publishes an elastic job's generations this
+// way). The context is not used: the store is in this process.
+func (s *Server) Set(_ context.Context, key string, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > MaxValueLen {
+		return fmt.Errorf("%w: value of %d bytes exceeds %d", ErrBadRequest, len(value), MaxValueLen)
+	}
+	return s.board.set(key, value)
 }

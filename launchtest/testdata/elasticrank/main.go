@@ -1,0 +1,105 @@
+// Command elasticrank is the rank program of the elastic launcher tests:
+// it trains, through hvd.RunElastic, a model that sums the samples it
+// processes (w[0]), their squares (w[1]) and their count (w[2]) with an
+// all-reduce that sums, so that the final parameters show whether every
+// sample of every epoch was processed exactly once. The workers named in
+// ELASTIC_DIE (a comma-separated list) kill themselves with SIGKILL after committing step
+// ELASTIC_DIE_STEP (printing the time first); every worker prints the
+// time of its first step after each formation, and the final rank 0 the
+// parameters.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
+)
+
+const samples, batch, epochs = 600, 4, 2
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "elasticrank:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	cfg, err := hvd.ElasticConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	dieAt, _ := strconv.Atoi(os.Getenv("ELASTIC_DIE_STEP"))
+	die := slices.Contains(strings.Split(os.Getenv("ELASTIC_DIE"), ","), cfg.ID)
+	p := hvd.NewParam("w", 3)
+	sgd, err := hvd.NewSGD([]*hvd.Param{p}, hvd.SGDConfig{LR: 1})
+	if err != nil {
+		return err
+	}
+	sampler, err := hvd.NewElasticSampler(samples, batch, 11, true)
+	if err != nil {
+		return err
+	}
+	progress := &struct{ Steps int }{}
+	state, err := hvd.NewElasticState(sgd, sampler, progress)
+	if err != nil {
+		return err
+	}
+	var final *hvd.Runtime
+	err = hvd.RunElastic(ctx, cfg, state, func(ctx context.Context, rt *hvd.Runtime) error {
+		opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{Op: kernels.Sum})
+		if err != nil {
+			return err
+		}
+		first := true
+		for sampler.Epoch < epochs {
+			for sampler.StepsLeft(rt.Size()) > 0 {
+				var s, s2, n float64
+				for _, i := range sampler.Batch(rt.Rank(), rt.Size()) {
+					x := float64(i + 1)
+					s, s2, n = s+x, s2+x*x, n+1
+				}
+				p.Grad[0], p.Grad[1], p.Grad[2] = -s, -s2, -n
+				if err := opt.Step(ctx); err != nil {
+					return err
+				}
+				sampler.Advance(rt.Size())
+				progress.Steps++
+				if err := state.Commit(); err != nil {
+					return err
+				}
+				if first {
+					fmt.Printf("first step of a formation of %d ranks at %d\n", rt.Size(), time.Now().UnixNano())
+					first = false
+				}
+				if die && progress.Steps == dieAt {
+					fmt.Printf("dying at %d\n", time.Now().UnixNano())
+					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+				time.Sleep(5 * time.Millisecond) // a step of compute
+			}
+			sampler.NextEpoch()
+			if err := state.Commit(); err != nil {
+				return err
+			}
+		}
+		final = rt
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if final.Rank() == 0 {
+		fmt.Printf("sums %v %v %v after %d steps\n", p.Value[0], p.Value[1], p.Value[2], progress.Steps)
+	}
+	return nil
+}
