@@ -1,11 +1,15 @@
 package launchtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -88,4 +92,108 @@ func TestElasticLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// discoveryScript writes an executable that prints the file it returns
+// (initially hosts), for the test to change while gorun runs.
+func discoveryScript(t *testing.T, hosts string) (script, file string) {
+	t.Helper()
+	dir := t.TempDir()
+	file = filepath.Join(dir, "hosts")
+	if err := os.WriteFile(file, []byte(hosts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script = filepath.Join(dir, "discover")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ncat "+file+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script, file
+}
+
+// TestElasticGrows: the discovery script lists 2 slots, then 4: the job
+// of -np 4 starts with 2 ranks, grows to 4 at a commit (gorun logs the
+// new generation's size), and finishes with every sample processed
+// exactly once.
+func TestElasticGrows(t *testing.T) {
+	script, file := discoveryScript(t, "localhost:2\n")
+	cmd := command(context.Background(), []string{"ELASTIC_STEP_MS=20"}, bin(t, "gorun"), "-np", "4", "--min-np", "2",
+		"--host-discovery-script", script, bin(t, "elasticrank"))
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.After(runTimeout)
+	for !strings.Contains(stdout.String(), "first step of a formation of 2 ranks") {
+		select {
+		case err := <-done:
+			t.Fatalf("gorun ended (%v) before the job of 2 ranks trained\n%s\n%s", err, stdout.String(), stderr.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("no job of 2 ranks")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := os.WriteFile(file, []byte("localhost:4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("gorun: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		}
+	case <-deadline:
+		cmd.Process.Kill()
+		t.Fatal("gorun did not end")
+	}
+	out, log := stdout.String(), stderr.String()
+	if !strings.Contains(out, elasticSums) || !strings.Contains(out, "first step of a formation of 4 ranks") {
+		t.Fatalf("the job did not finish at 4 ranks with every sample once:\n%s", out)
+	}
+	if !strings.Contains(log, "generation=1 size=2") || !strings.Contains(log, "generation=2 size=4") {
+		t.Errorf("gorun's log does not show the size going 2 -> 4:\n%s", log)
+	}
+}
+
+// TestElasticWaitsForHosts: with a discovery script, too few slots for
+// --min-np fail the job after --elastic-timeout, at the start and after a
+// loss (the host where a rank failed gets no new ranks), with a message
+// naming what it waited for and what it saw.
+func TestElasticWaitsForHosts(t *testing.T) {
+	script, _ := discoveryScript(t, "localhost:1\n")
+	r := runElastic(t, "", "-np", "2", "--min-np", "2", "--elastic-timeout", "1s", "--host-discovery-script", script)
+	if want := "waited 1s for hosts enough for --min-np 2 ranks; the discovery script lists 1 slot (localhost:1)"; r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("start: exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
+	}
+	script, _ = discoveryScript(t, "localhost:2\n")
+	r = runElastic(t, "localhost/1", "-np", "2", "--min-np", "2", "--elastic-timeout", "1s", "--host-discovery-script", script)
+	if want := "waited 1s for hosts enough for --min-np 2 ranks, has 1; the discovery script's hosts: localhost:2 (a rank failed there; no new ranks for"; r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("after a loss: exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, []byte("#!/bin/sh\necho 'node1:x'\n"), 0o755)
+	r = runElastic(t, "", "-np", "2", "--host-discovery-script", bad)
+	if want := `line 1 "node1:x": slot count "x" is not a positive integer`; r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("garbage: exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

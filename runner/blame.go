@@ -87,10 +87,7 @@ func (j *job) judge(ex rankExit) error {
 		return nil
 	}
 	if j.elastic != nil {
-		if ex.err == nil { // done training; the others finish too
-			return nil
-		}
-		return j.lost(ex)
+		return j.elasticExit(ex)
 	}
 	if ex.err == nil {
 		return j.leftEarly(ex.rank)

@@ -106,7 +106,29 @@ type Config struct {
 	// anew after a failure before the next failure stops it; 0 means no
 	// limit (gorun --reset-limit).
 	ResetLimit int
+	// MaxNP > 0 makes the job elastic too (gorun --max-np): it grows, as
+	// hosts with free slots are found, up to MaxNP ranks; 0 means NP.
+	MaxNP int
+	// DiscoveryScript makes the job elastic too (gorun
+	// --host-discovery-script): an executable that prints the hosts
+	// available now, "host:slots" or "host" per line (SlotsPerHost slots,
+	// default 1), instead of Hosts. gorun runs it at the start and every
+	// second: ranks start on hosts that appear (up to MaxNP), and stop on
+	// hosts that disappear.
+	DiscoveryScript string
+	SlotsPerHost    int
+	// ElasticTimeout is how long an elastic job with a discovery script
+	// waits, at the start or after losing ranks, for hosts enough for
+	// MinNP ranks before it fails (gorun --elastic-timeout); 0 means
+	// DefaultElasticTimeout.
+	ElasticTimeout time.Duration
 }
+
+// DefaultElasticTimeout is Config.ElasticTimeout's default.
+const DefaultElasticTimeout = 10 * time.Minute
+
+// Elastic reports whether c describes an elastic job.
+func (c Config) Elastic() bool { return c.MinNP > 0 || c.MaxNP > 0 || c.DiscoveryScript != "" }
 
 // DefaultConfig returns a Config with every setting at its default: one
 // rank on localhost, no command yet.
@@ -143,9 +165,14 @@ func (c Config) Validate() error {
 	errs = append(errs, c.checkAddrs())
 	errs = append(errs, c.jobEnv().Validate())
 	check(c.MinNP >= 0 && c.MinNP <= max(c.NP, 1), "--min-np %d is not in 0..%d (-np)", c.MinNP, c.NP)
+	check(c.MaxNP == 0 || c.MaxNP >= c.NP, "--max-np %d is below -np %d", c.MaxNP, c.NP)
 	check(c.ResetLimit >= 0, "--reset-limit %d is negative", c.ResetLimit)
-	check(c.ResetLimit == 0 || c.MinNP > 0, "--reset-limit needs an elastic job (--min-np)")
-	check(c.MinNP == 0 || c.Launcher != SpawnSrun, "an elastic job (--min-np) cannot run its ranks as srun steps")
+	check(c.ResetLimit == 0 || c.Elastic(), "--reset-limit needs an elastic job (--min-np, --max-np or --host-discovery-script)")
+	check(!c.Elastic() || c.Launcher != SpawnSrun, "an elastic job cannot run its ranks as srun steps")
+	check(c.DiscoveryScript == "" || len(c.Hosts) == 0, "give -H (or -hostfile) or --host-discovery-script, not both")
+	check(c.SlotsPerHost >= 0, "--slots-per-host %d is negative", c.SlotsPerHost)
+	check(c.SlotsPerHost == 0 || c.DiscoveryScript != "", "--slots-per-host needs --host-discovery-script")
+	check(c.ElasticTimeout >= 0, "--elastic-timeout %v is negative", c.ElasticTimeout)
 	return errors.Join(errs...)
 }
 

@@ -3,31 +3,91 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"syscall"
 	"time"
 )
 
-// elasticState is what a job started with MinNP > 0 keeps: the ranks of
-// its current generation and how often it was formed anew.
+// blacklistCooldown is how long a host where a rank failed gets no new
+// ranks.
+var blacklistCooldown = 30 * time.Second
+
+// discoveryInterval is how often the discovery script runs.
+var discoveryInterval = time.Second
+
+// elasticState is what an elastic job (Config.Elastic) keeps: the ranks
+// of its current generation, the hosts it may use, and its limits. Ranks
+// here are launch indexes (the order gorun started the workers in), not
+// the ranks of a generation.
 type elasticState struct {
-	gen     int   // the latest generation published
-	members []int // the launch ranks in it, in its rank order
-	resets  int   // generations formed after a failure
+	gen      int                  // the latest generation published
+	members  []int                // the launch indexes in it, in its rank order
+	resets   int                  // generations formed after a failure
+	removing map[int]bool         // workers stopped because their host left the discovered list
+	banned   map[string]time.Time // host → end of its cool-down after a failure there
+	hosts    []Host               // the hosts available: discovered, or the configured ones
+	finished bool                 // a worker finished training: the job is ending, it grows no more
+	short    time.Time            // when the job fell below MinNP ranks (zero: it has enough)
+
+	discovered <-chan discovery // results of the discovery script, or nil
+	deadline   <-chan time.Time // the end of the wait for MinNP ranks, or nil
+	env        WorkerEnv
+	spawnerFor func(string) Spawner
+	forward    []string
 }
 
-// elasticID is the name of the worker started as launch rank rank on
+// discovery is one run of the discovery script.
+type discovery struct {
+	hosts []Host
+	err   error
+}
+
+// elasticID is the name of the worker started as launch index rank on
 // host: unique for the job's life.
 func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host, rank) }
 
-// startElastic publishes the first generation: every started rank, in
-// launch order.
-func (j *job) startElastic() error {
-	j.elastic = &elasticState{}
+// startElastic publishes the first generation (every started rank, in
+// launch order) and starts the discovery loop when there is a script.
+func (j *job) startElastic(ctx context.Context, hosts []Host, env WorkerEnv, spawnerFor func(string) Spawner) error {
+	j.elastic = &elasticState{removing: map[int]bool{}, banned: map[string]time.Time{}, hosts: hosts,
+		env: env, spawnerFor: spawnerFor, forward: forwardedEnv(j.cfg.ForwardEnv)}
 	for _, r := range j.ranks {
 		if r != nil {
 			j.elastic.members = append(j.elastic.members, r.slot.Rank)
 		}
 	}
+	if j.cfg.DiscoveryScript != "" {
+		ch := make(chan discovery)
+		j.elastic.discovered = ch
+		go j.discover(ctx, ch)
+	}
 	return j.publish()
+}
+
+// discover runs the discovery script every discoveryInterval and sends
+// each result on ch, until ctx ends or the job is done.
+func (j *job) discover(ctx context.Context, ch chan<- discovery) {
+	t := time.NewTicker(discoveryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-j.done:
+			return
+		case <-t.C:
+		}
+		hosts, err := DiscoverHosts(ctx, j.cfg.DiscoveryScript, j.cfg.SlotsPerHost)
+		select {
+		case ch <- discovery{hosts, err}:
+		case <-ctx.Done():
+			return
+		case <-j.done:
+			return
+		}
+	}
 }
 
 // publish makes the current members the next generation.
@@ -44,34 +104,200 @@ func (j *job) publish() error {
 	if err := PublishGeneration(ctx, j.srv, g); err != nil {
 		return fmt.Errorf("runner: publishing generation %d of the elastic job: %w", g.N, err)
 	}
-	j.log.Info("gorun: elastic job formed", "generation", g.N, "size", len(g.Members))
+	j.log.Warn("gorun: elastic job formed", "generation", g.N, "size", len(g.Members), "hosts", hostCounts(j, e.members))
 	return nil
 }
 
-// lost takes in the failure of launch rank ex.rank in an elastic job: the
-// job forms anew without it, unless that leaves fewer than MinNP ranks or
-// the job was formed anew ResetLimit times already; then the failure
-// stops the job (returned).
-func (j *job) lost(ex rankExit) error {
-	e := j.elastic
-	at := -1
-	for i, r := range e.members {
-		if r == ex.rank {
-			at = i
-		}
+// hostCounts says how many of ranks run on each host: "a:2,b:1".
+func hostCounts(j *job, ranks []int) string {
+	n := map[string]int{}
+	for _, r := range ranks {
+		n[j.ranks[r].slot.Host]++
 	}
-	if at < 0 { // not a member any more
+	var parts []string
+	for _, h := range slices.Sorted(maps.Keys(n)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", h, n[h]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// drop removes launch index rank from the members; it reports whether it
+// was one.
+func (e *elasticState) drop(rank int) bool {
+	at := slices.Index(e.members, rank)
+	if at < 0 {
+		return false
+	}
+	e.members = slices.Delete(e.members, at, at+1)
+	return true
+}
+
+// elasticExit takes in the exit of a worker of an elastic job and returns
+// the cause to stop the job with, or nil.
+func (j *job) elasticExit(ex rankExit) error {
+	e := j.elastic
+	switch {
+	case ex.err == nil: // done training; the others finish too
+		e.finished = true
+		e.drop(ex.rank)
+		return nil
+	case e.removing[ex.rank]: // stopped by gorun: its host left
+		delete(e.removing, ex.rank)
+		return nil
+	case !e.drop(ex.rank): // not a member any more
 		return nil
 	}
-	e.members = append(e.members[:at:at], e.members[at+1:]...)
-	switch {
-	case len(e.members) < j.cfg.MinNP:
-		return fmt.Errorf("%w; %d %s left, fewer than --min-np %d", ex.err, len(e.members), plural(len(e.members), "rank"), j.cfg.MinNP)
-	case j.cfg.ResetLimit > 0 && e.resets >= j.cfg.ResetLimit:
+	host := j.ranks[ex.rank].slot.Host
+	e.banned[host] = time.Now().Add(blacklistCooldown)
+	if j.cfg.ResetLimit > 0 && e.resets >= j.cfg.ResetLimit {
 		return fmt.Errorf("%w; the elastic job was formed anew %d %s already (--reset-limit %d)", ex.err, e.resets, plural(e.resets, "time"), j.cfg.ResetLimit)
 	}
-	j.log.Warn("gorun: a rank of the elastic job failed; the others go on without it",
-		"rank", ex.rank, "host", j.ranks[ex.rank].slot.Host, "err", ex.err, "left", len(e.members))
+	j.log.Warn("gorun: a rank of the elastic job failed; the others go on without it", "rank", ex.rank, "host", host,
+		"err", ex.err, "left", len(e.members), "host_blacklisted_for", blacklistCooldown)
 	e.resets++
-	return j.publish()
+	return j.rescale(ex.err, true)
+}
+
+// rediscover takes in a run of the discovery script.
+func (j *job) rediscover(d discovery) error {
+	e := j.elastic
+	if d.err != nil {
+		j.log.Warn("gorun: host discovery failed; keeping the hosts found before", "err", d.err)
+		return nil
+	}
+	e.hosts = d.hosts
+	left := false
+	for _, r := range slices.Clone(e.members) {
+		if h := j.ranks[r].slot.Host; !slices.ContainsFunc(d.hosts, func(x Host) bool { return hostKey(x.Name) == hostKey(h) }) {
+			e.drop(r)
+			e.removing[r] = true
+			left = true
+			j.log.Warn("gorun: host left the discovered list; stopping its rank", "rank", r, "host", h)
+			_ = j.ranks[r].proc.Signal(syscall.SIGTERM)
+		}
+	}
+	if !left && !j.canGrow() {
+		return nil
+	}
+	return j.rescale(nil, left)
+}
+
+// canGrow reports whether the job would start a rank now.
+func (j *job) canGrow() bool {
+	e := j.elastic
+	return !e.finished && len(e.members) < j.maxNP() && len(j.freeSlots(1)) > 0
+}
+
+// maxNP is the most ranks the job runs.
+func (j *job) maxNP() int {
+	if j.cfg.MaxNP > 0 {
+		return j.cfg.MaxNP
+	}
+	return j.cfg.NP
+}
+
+// freeSlots returns up to n hosts (one entry per slot) where a rank may
+// start now: listed, not cooling down after a failure, with a slot free.
+func (j *job) freeSlots(n int) []string {
+	e := j.elastic
+	used := map[string]int{}
+	for _, r := range e.members {
+		used[hostKey(j.ranks[r].slot.Host)]++
+	}
+	var out []string
+	now := time.Now()
+	for _, h := range e.hosts {
+		if now.Before(e.banned[h.Name]) {
+			continue
+		}
+		for range h.Slots - used[hostKey(h.Name)] {
+			if len(out) == n {
+				return out
+			}
+			out = append(out, h.Name)
+		}
+	}
+	return out
+}
+
+// rescale starts ranks where slots are free (up to MaxNP), publishes the
+// next generation if the members changed (changed: they did already), and
+// watches that at least MinNP ranks are left; cause is the failure that
+// led here (nil for growth).
+func (j *job) rescale(cause error, changed bool) error {
+	e := j.elastic
+	if !e.finished {
+		for _, host := range j.freeSlots(j.maxNP() - len(e.members)) {
+			if err := j.spawnElastic(host); err != nil {
+				j.log.Warn("gorun: cannot start a rank", "host", host, "err", err)
+				e.banned[host] = time.Now().Add(blacklistCooldown)
+				continue
+			}
+			changed = true
+		}
+	}
+	if len(e.members) >= j.cfg.MinNP {
+		e.short, e.deadline = time.Time{}, nil
+		if !changed {
+			return nil
+		}
+		return j.publish()
+	}
+	if j.cfg.DiscoveryScript == "" || e.finished {
+		return fmt.Errorf("%w; %d %s left, fewer than --min-np %d", cause, len(e.members), plural(len(e.members), "rank"), j.cfg.MinNP)
+	}
+	if e.short.IsZero() {
+		e.short = time.Now()
+		e.deadline = time.After(j.elasticTimeout())
+		j.log.Warn("gorun: the elastic job has fewer ranks than --min-np; waiting for hosts", "ranks", len(e.members),
+			"min_np", j.cfg.MinNP, "timeout", j.elasticTimeout())
+	}
+	return nil
+}
+
+// elasticTimeout is the configured wait for MinNP ranks, or the default.
+func (j *job) elasticTimeout() time.Duration {
+	if j.cfg.ElasticTimeout > 0 {
+		return j.cfg.ElasticTimeout
+	}
+	return DefaultElasticTimeout
+}
+
+// waitedTooLong is the cause that stops a job that stayed below MinNP
+// ranks for the elastic timeout.
+func (j *job) waitedTooLong() error {
+	e := j.elastic
+	var seen []string
+	now := time.Now()
+	for _, h := range e.hosts {
+		s := fmt.Sprintf("%s:%d", h.Name, h.Slots)
+		if until := e.banned[h.Name]; now.Before(until) {
+			s += fmt.Sprintf(" (a rank failed there; no new ranks for %v more)", until.Sub(now).Round(time.Second))
+		}
+		seen = append(seen, s)
+	}
+	if len(seen) == 0 {
+		seen = []string{"none"}
+	}
+	return fmt.Errorf("%w: waited %v for hosts enough for --min-np %d ranks, has %d; the discovery script's hosts: %s",
+		ErrElasticTimeout, j.elasticTimeout(), j.cfg.MinNP, len(e.members), strings.Join(seen, ", "))
+}
+
+// spawnElastic starts a new worker on host and makes it a member.
+func (j *job) spawnElastic(host string) error {
+	e := j.elastic
+	rank := len(j.ranks)
+	s := Slot{Host: host, Rank: rank, Size: rank + 1, LocalSize: 1, CrossSize: 1}
+	c := Command{
+		Argv: j.cfg.Command,
+		Env:  append(append(slices.Clone(e.forward), e.env.ForSlot(s).Environ()...), EnvElasticID+"="+elasticID(host, rank)),
+		Dir:  j.cfg.Dir,
+	}
+	j.ranks = append(j.ranks, nil)
+	if err := j.spawn(context.Background(), s, c, len(e.forward), e.spawnerFor(host)); err != nil {
+		j.ranks = j.ranks[:rank]
+		return err
+	}
+	e.members = append(e.members, rank)
+	return nil
 }

@@ -36,6 +36,9 @@ var (
 	// ErrInterrupted reports a job that Launch stopped because its context
 	// ended (gorun received SIGINT or SIGTERM).
 	ErrInterrupted = errors.New("runner: interrupted")
+	// ErrElasticTimeout reports an elastic job that waited longer than its
+	// elastic timeout for hosts enough for its --min-np ranks.
+	ErrElasticTimeout = errors.New("runner: elastic job below --min-np")
 )
 
 // HostfileError describes what is wrong with a hostfile, and where.

@@ -12,6 +12,10 @@ import (
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
+// maxAdded bounds the ranks an elastic job can start beyond its first
+// ones without a rank's waiting goroutine blocking once the job is over.
+const maxAdded = 4096
+
 // killWait bounds how long Launch waits for ranks to be gone after SIGKILL
 // before it gives up on them.
 const killWait = 2 * time.Second
@@ -52,7 +56,8 @@ type job struct {
 	stopping int   // ranks that were running when the stop began
 	killed   int   // ranks that needed SIGKILL
 
-	elastic *elasticState // nil unless the job is elastic (Config.MinNP)
+	elastic *elasticState // nil unless the job is elastic (Config.Elastic)
+	done    chan struct{} // closed when watch returns
 }
 
 // rankProc is a started rank.
@@ -73,7 +78,8 @@ func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Sl
 	return &job{
 		cfg: cfg, log: log, srv: srv, out: out, slots: slots,
 		ranks: make([]*rankProc, len(slots)),
-		exits: make(chan rankExit, len(slots)),
+		exits: make(chan rankExit, len(slots)+maxAdded),
+		done:  make(chan struct{}),
 	}
 }
 
@@ -136,7 +142,10 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 // the one that culprit chooses (a rank that failed on its own, not because
 // another rank did).
 func (j *job) watch(ctx context.Context, spawnErr error) error {
+	defer close(j.done)
 	var grace, giveUp <-chan time.Time
+	var discovered <-chan discovery
+	var short <-chan time.Time
 	switch {
 	case spawnErr != nil:
 		grace = j.stop(spawnErr)
@@ -146,7 +155,16 @@ func (j *job) watch(ctx context.Context, spawnErr error) error {
 	done := ctx.Done()
 	for j.running > 0 {
 		var cause error
+		if e := j.elastic; e != nil && j.failure == nil {
+			discovered, short = e.discovered, e.deadline
+		} else {
+			discovered, short = nil, nil
+		}
 		select {
+		case d := <-discovered:
+			cause = j.rediscover(d)
+		case <-short:
+			cause = j.waitedTooLong()
 		case ex := <-j.exits:
 			j.exited(ex)
 			cause = j.judge(ex)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,11 +64,18 @@ func Launch(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	slots, err := Assign(cfg.hosts(), cfg.NP)
+	log := cfg.logger()
+	hosts, np := cfg.hosts(), cfg.NP
+	if cfg.DiscoveryScript != "" {
+		if hosts, err = initialHosts(ctx, cfg, log); err != nil {
+			return orInterrupted(ctx, err)
+		}
+		np = min(np, TotalSlots(hosts))
+	}
+	slots, err := Assign(hosts, np)
 	if err != nil {
 		return err
 	}
-	log := cfg.logger()
 	spawnerFor := cfg.spawnerFor()
 	if cfg.Verbose {
 		logPlan(log, slots)
@@ -93,12 +102,13 @@ func Launch(ctx context.Context, cfg Config) error {
 	}
 	j := newJob(cfg, log, srv, out, slots)
 	started := time.Now()
-	spawnErr := j.spawnAll(ctx, env, withHostAddrs(spawnerFor, plan, srv.Addr()))
-	if spawnErr == nil && ctx.Err() == nil && cfg.MinNP > 0 {
-		spawnErr = j.startElastic()
+	spawnerAt := withHostAddrs(spawnerFor, plan, srv.Addr())
+	spawnErr := j.spawnAll(ctx, env, spawnerAt)
+	if spawnErr == nil && ctx.Err() == nil && cfg.Elastic() {
+		spawnErr = j.startElastic(ctx, hosts, env, spawnerAt)
 	}
 	err = j.watch(ctx, spawnErr)
-	if cfg.MinNP > 0 { // elastic ranks do not register: they meet in the key-value store
+	if cfg.Elastic() { // elastic ranks do not register: they meet in the key-value store
 		return err
 	}
 	return unregisteredHosts(err, srv, slots, addrOf, time.Since(started), cfg.StartTimeout)
@@ -112,8 +122,53 @@ func orInterrupted(ctx context.Context, err error) error {
 	return err
 }
 
+// initialHosts runs the discovery script until it lists slots for MinNP
+// ranks, for at most the elastic timeout; a script that fails, or prints
+// garbage, fails the launch at once.
+func initialHosts(ctx context.Context, c Config, log *slog.Logger) ([]Host, error) {
+	timeout := c.ElasticTimeout
+	if timeout <= 0 {
+		timeout = DefaultElasticTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		hosts, err := DiscoverHosts(ctx, c.DiscoveryScript, c.SlotsPerHost)
+		if err != nil {
+			return nil, err
+		}
+		if TotalSlots(hosts) >= c.MinNP {
+			return hosts, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: waited %v for hosts enough for --min-np %d ranks; the discovery script lists %d %s (%s)",
+				ErrElasticTimeout, timeout, c.MinNP, TotalSlots(hosts), plural(TotalSlots(hosts), "slot"), hostList(hosts))
+		}
+		log.Info("gorun: waiting for hosts", "slots", TotalSlots(hosts), "min_np", c.MinNP)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(discoveryInterval):
+		}
+	}
+}
+
+// hostList is "a:2, b:1", or "none".
+func hostList(hosts []Host) string {
+	if len(hosts) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(hosts))
+	for i, h := range hosts {
+		parts[i] = net.JoinHostPort(h.Name, strconv.Itoa(h.Slots))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // withDefaults fills in the writers, and the working directory.
 func (c Config) withDefaults() (Config, error) {
+	if c.Elastic() && c.MinNP == 0 {
+		c.MinNP = c.NP
+	}
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout
 	}

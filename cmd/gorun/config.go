@@ -39,7 +39,7 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	if cfg.Launcher, err = launcherOf(c); err != nil {
 		return cfg, err
 	}
-	if hosts == nil && cfg.Launcher != runner.SpawnLocal {
+	if hosts == nil && cfg.Launcher != runner.SpawnLocal && c.String("host-discovery-script") == "" {
 		if hosts, err = allocationHosts(&cfg); err != nil {
 			return cfg, err
 		}
@@ -54,7 +54,9 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 		return cfg, usagef("-np is required when neither -H nor -hostfile is given")
 	}
 	cfg.ForwardEnv = splitNames(c.StringSlice("x"))
-	cfg.MinNP, cfg.ResetLimit = c.Int("min-np"), c.Int("reset-limit")
+	cfg.MinNP, cfg.ResetLimit, cfg.MaxNP = c.Int("min-np"), c.Int("reset-limit"), c.Int("max-np")
+	cfg.DiscoveryScript, cfg.SlotsPerHost = c.String("host-discovery-script"), c.Int("slots-per-host")
+	cfg.ElasticTimeout = c.Generic("elastic-timeout").(*duration).d
 	cfg.BindAddr, cfg.NetworkInterface = c.String("bind-addr"), c.String("network-interface")
 	cfg.SSHPort, cfg.SSHIdentityFile = c.Int("ssh-port"), c.String("ssh-identity-file")
 	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")

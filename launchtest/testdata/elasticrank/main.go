@@ -4,7 +4,8 @@
 // all-reduce that sums, so that the final parameters show whether every
 // sample of every epoch was processed exactly once. The workers named in
 // ELASTIC_DIE (a comma-separated list) kill themselves with SIGKILL after committing step
-// ELASTIC_DIE_STEP (printing the time first); every worker prints the
+// ELASTIC_DIE_STEP (printing the time first); a step sleeps ELASTIC_STEP_MS
+// milliseconds (default 5); every worker prints the
 // time of its first step after each formation, and the final rank 0 the
 // parameters.
 package main
@@ -39,6 +40,10 @@ func run() error {
 		return err
 	}
 	dieAt, _ := strconv.Atoi(os.Getenv("ELASTIC_DIE_STEP"))
+	stepTime := 5 * time.Millisecond
+	if ms, err := strconv.Atoi(os.Getenv("ELASTIC_STEP_MS")); err == nil {
+		stepTime = time.Duration(ms) * time.Millisecond
+	}
 	die := slices.Contains(strings.Split(os.Getenv("ELASTIC_DIE"), ","), cfg.ID)
 	p := hvd.NewParam("w", 3)
 	sgd, err := hvd.NewSGD([]*hvd.Param{p}, hvd.SGDConfig{LR: 1})
@@ -85,7 +90,7 @@ func run() error {
 					fmt.Printf("dying at %d\n", time.Now().UnixNano())
 					syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				}
-				time.Sleep(5 * time.Millisecond) // a step of compute
+				time.Sleep(stepTime) // a step of compute
 			}
 			sampler.NextEpoch()
 			if err := state.Commit(); err != nil {
