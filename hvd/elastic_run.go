@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"time"
@@ -87,8 +88,12 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 		return fmt.Errorf("hvd: elastic worker %s: joining the rendezvous at %s: %w", cfg.ID, cfg.RendezvousAddr, err)
 	}
 	defer rdv.Close()
+	beat, stopBeat := context.WithCancel(ctx)
+	defer stopBeat()
+	go runner.Heartbeat(beat, rdv, cfg.ID) // the launcher's sign of life from this worker
 	last := 0
-	for formed := 0; ; formed++ {
+	var resetAt time.Time // when the last reset began; zero before the first formation
+	for {
 		g, err := runner.AwaitGeneration(ctx, rdv, last)
 		if err != nil {
 			return fmt.Errorf("hvd: elastic worker %s: waiting for generation %d: %w", cfg.ID, last+1, err)
@@ -98,7 +103,8 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 		if rank < 0 {
 			return fmt.Errorf("%w: generation %d has %d other workers", ErrElasticRemoved, g.N, len(g.Members))
 		}
-		err = runGeneration(ctx, cfg, rdv, g, rank, state, train, formed > 0)
+		gen := generationRun{cfg: cfg, rdv: rdv, g: g, rank: rank, log: log, resetAt: resetAt}
+		err = gen.run(ctx, state, train)
 		var reset *resetError
 		switch {
 		case err == nil:
@@ -108,11 +114,22 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 		case !errors.As(err, &reset):
 			return err
 		}
+		resetAt = time.Now()
 		log.Info("hvd: elastic job re-forming", "generation", g.N, "rank", rank, "size", len(g.Members), "because", reset.err)
 		if err := state.Restore(); err != nil {
 			return err
 		}
 	}
+}
+
+// generationRun is one formation of the job on this worker.
+type generationRun struct {
+	cfg     ElasticConfig
+	rdv     *rendezvous.Client
+	g       runner.Generation
+	rank    int
+	log     *slog.Logger
+	resetAt time.Time // when the reset before it began; zero for the first
 }
 
 // resetError marks an error after which the job re-forms.
@@ -121,10 +138,14 @@ type resetError struct{ err error }
 func (e *resetError) Error() string { return e.err.Error() }
 func (e *resetError) Unwrap() error { return e.err }
 
-// runGeneration forms generation g as its rank, syncs the state and
-// trains; an error after which the job should re-form is a *resetError.
-func runGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Client, g runner.Generation, rank int,
-	state *ElasticState, train func(ctx context.Context, rt *Runtime) error, again bool) error {
+// run forms the generation as its rank, syncs the state and trains; an
+// error after which the job should re-form is a *resetError. A newer
+// generation ends the formation; one that leaves out a member of this one
+// also aborts the training (that member cannot take part any more: its
+// host may be cut off, so that its links neither answer nor break).
+func (gr generationRun) run(ctx context.Context, state *ElasticState, train func(ctx context.Context, rt *Runtime) error) error {
+	cfg, rdv, g, rank := gr.cfg, gr.rdv, gr.g, gr.rank
+	again := !gr.resetAt.IsZero()
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	newer := make(chan struct{})
@@ -149,6 +170,7 @@ func runGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clien
 		case <-fctx.Done():
 		}
 	}()
+	received := time.Now()
 	rt, err := formGeneration(fctx, cfg, rdv, g, rank)
 	cancel()
 	if err != nil {
@@ -158,9 +180,29 @@ func runGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clien
 		return fmt.Errorf("hvd: elastic worker %s: forming generation %d as rank %d of %d: %w", cfg.ID, g.N, rank, len(g.Members), err)
 	}
 	defer rt.Shutdown()
+	formed := time.Now()
+	go func() { // a newer generation without one of this one's members aborts it
+		select {
+		case <-newer:
+		case <-wctx.Done():
+			return
+		}
+		if next, err := runner.AwaitGeneration(wctx, rdv, g.N); err == nil {
+			for _, m := range g.Members {
+				if next.RankOf(m.ID) < 0 {
+					rt.comm.Abort(fmt.Errorf("%w: generation %d leaves out %s (rank %d of generation %d)", ErrHostsUpdated, next.N, m.ID, g.RankOf(m.ID), g.N))
+					return
+				}
+			}
+		}
+	}()
 	state.attach(rt, newer)
 	defer state.attach(nil, nil)
 	err = state.Sync(ctx, rt)
+	if again {
+		gr.log.Info("hvd: elastic job formed anew", "generation", g.N, "rank", rank, "size", len(g.Members),
+			"waited_for_generation", received.Sub(gr.resetAt), "mesh", formed.Sub(received), "sync", time.Since(formed))
+	}
 	if err == nil && again && cfg.OnReset != nil {
 		err = cfg.OnReset(ctx, rt)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -116,45 +117,70 @@ func discoveryScript(t *testing.T, hosts string) (script, file string) {
 // exactly once.
 func TestElasticGrows(t *testing.T) {
 	script, file := discoveryScript(t, "localhost:2\n")
-	cmd := command(context.Background(), []string{"ELASTIC_STEP_MS=20"}, bin(t, "gorun"), "-np", "4", "--min-np", "2",
+	g := startGorun(t, []string{"ELASTIC_STEP_MS=20"}, bin(t, "gorun"), "-np", "4", "--min-np", "2",
 		"--host-discovery-script", script, bin(t, "elasticrank"))
-	var stdout, stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.After(runTimeout)
-	for !strings.Contains(stdout.String(), "first step of a formation of 2 ranks") {
-		select {
-		case err := <-done:
-			t.Fatalf("gorun ended (%v) before the job of 2 ranks trained\n%s\n%s", err, stdout.String(), stderr.String())
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatal("no job of 2 ranks")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	g.waitFor(t, "first step of a formation of 2 ranks")
 	if err := os.WriteFile(file, []byte("localhost:4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("gorun: %v\n%s\n%s", err, stdout.String(), stderr.String())
-		}
-	case <-deadline:
-		cmd.Process.Kill()
-		t.Fatal("gorun did not end")
-	}
-	out, log := stdout.String(), stderr.String()
+	out, log := g.finish(t)
 	if !strings.Contains(out, elasticSums) || !strings.Contains(out, "first step of a formation of 4 ranks") {
 		t.Fatalf("the job did not finish at 4 ranks with every sample once:\n%s", out)
 	}
 	if !strings.Contains(log, "generation=1 size=2") || !strings.Contains(log, "generation=2 size=4") {
 		t.Errorf("gorun's log does not show the size going 2 -> 4:\n%s", log)
 	}
+}
+
+// running is a gorun started in the background.
+type running struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	done           chan error
+	deadline       <-chan time.Time
+}
+
+// startGorun starts argv with env added, its output collected.
+func startGorun(t *testing.T, env []string, argv ...string) *running {
+	t.Helper()
+	r := &running{cmd: command(context.Background(), env, argv...), stdout: &syncBuffer{}, stderr: &syncBuffer{},
+		done: make(chan error, 1), deadline: time.After(runTimeout)}
+	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- r.cmd.Wait() }()
+	t.Cleanup(func() { r.cmd.Process.Kill() })
+	return r
+}
+
+// waitFor waits until the job's output holds marker.
+func (r *running) waitFor(t *testing.T, marker string) {
+	t.Helper()
+	for !strings.Contains(r.stdout.String(), marker) {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			t.Fatalf("gorun ended (%v) before printing %q\n%s\n%s", err, marker, r.stdout.String(), r.stderr.String())
+		case <-r.deadline:
+			t.Fatalf("no %q within %v", marker, runTimeout)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// finish waits for gorun to succeed and returns its output.
+func (r *running) finish(t *testing.T) (stdout, stderr string) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("gorun: %v\n%s\n%s", err, r.stdout.String(), r.stderr.String())
+		}
+	case <-r.deadline:
+		t.Fatalf("gorun did not end within %v\n%s\n%s", runTimeout, r.stdout.String(), r.stderr.String())
+	}
+	return r.stdout.String(), r.stderr.String()
 }
 
 // TestElasticWaitsForHosts: with a discovery script, too few slots for

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
@@ -20,6 +21,7 @@ import (
 //	elastic/latest            the number of the latest generation
 //	elastic/gen/N             generation N (JSON: its members)
 //	elastic/gen/N/addr/R      the data-plane address of rank R in generation N
+//	elastic/alive/ID          a counter that worker ID raises every HeartbeatInterval
 //
 // Generations are numbered from 1 and published in order.
 
@@ -73,6 +75,34 @@ func (g Generation) check() error {
 func genKey(n int) string        { return "elastic/gen/" + strconv.Itoa(n) }
 func addrKey(n, rank int) string { return genKey(n) + "/addr/" + strconv.Itoa(rank) }
 func latestKey() string          { return "elastic/latest" }
+
+// AliveKey is the key of worker id's heartbeat counter.
+func AliveKey(id string) string { return "elastic/alive/" + id }
+
+// HeartbeatInterval is how often an elastic worker raises its heartbeat
+// counter; the launcher counts a worker whose counter stands still for
+// HeartbeatLimit as lost (its host is cut off, or it hangs).
+const (
+	HeartbeatInterval = 500 * time.Millisecond
+	HeartbeatLimit    = 5 * time.Second
+)
+
+// Heartbeat raises worker id's counter every HeartbeatInterval until ctx
+// ends.
+func Heartbeat(ctx context.Context, c KeyValueSetter, id string) {
+	t := time.NewTicker(HeartbeatInterval)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		sctx, cancel := context.WithTimeout(ctx, HeartbeatInterval)
+		_ = c.Set(sctx, AliveKey(id), []byte(strconv.Itoa(n))) // a missed beat is what the launcher watches for
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 func decodeGeneration(b []byte) (Generation, error) {
 	var g Generation
 	if err := json.Unmarshal(b, &g); err != nil {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,9 +34,19 @@ type elasticState struct {
 
 	discovered <-chan discovery // results of the discovery script, or nil
 	deadline   <-chan time.Time // the end of the wait for MinNP ranks, or nil
+	alive      *time.Ticker     // when to look at the members' heartbeats
+	beats      map[int]beat     // by launch index: the last heartbeat seen
 	env        WorkerEnv
 	spawnerFor func(string) Spawner
 	forward    []string
+}
+
+// beat is the last change seen of a worker's heartbeat counter (at is its
+// start time until the first).
+type beat struct {
+	value string
+	at    time.Time
+	seen  bool
 }
 
 // discovery is one run of the discovery script.
@@ -52,10 +63,12 @@ func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host,
 // launch order) and starts the discovery loop when there is a script.
 func (j *job) startElastic(ctx context.Context, hosts []Host, env WorkerEnv, spawnerFor func(string) Spawner) error {
 	j.elastic = &elasticState{removing: map[int]bool{}, banned: map[string]time.Time{}, hosts: hosts,
-		env: env, spawnerFor: spawnerFor, forward: forwardedEnv(j.cfg.ForwardEnv)}
+		env: env, spawnerFor: spawnerFor, forward: forwardedEnv(j.cfg.ForwardEnv),
+		alive: time.NewTicker(HeartbeatInterval), beats: map[int]beat{}}
 	for _, r := range j.ranks {
 		if r != nil {
 			j.elastic.members = append(j.elastic.members, r.slot.Rank)
+			j.elastic.beats[r.slot.Rank] = beat{at: time.Now()}
 		}
 	}
 	if j.cfg.DiscoveryScript != "" {
@@ -147,15 +160,61 @@ func (j *job) elasticExit(ex rankExit) error {
 	case !e.drop(ex.rank): // not a member any more
 		return nil
 	}
-	host := j.ranks[ex.rank].slot.Host
-	e.banned[host] = time.Now().Add(blacklistCooldown)
-	if j.cfg.ResetLimit > 0 && e.resets >= j.cfg.ResetLimit {
-		return fmt.Errorf("%w; the elastic job was formed anew %d %s already (--reset-limit %d)", ex.err, e.resets, plural(e.resets, "time"), j.cfg.ResetLimit)
+	return j.failed([]int{ex.rank}, ex.err)
+}
+
+// failed takes in the failure of members ranks (already dropped), for
+// err: their hosts cool down, and the job forms anew without them unless
+// a limit says stop.
+func (j *job) failed(ranks []int, err error) error {
+	e := j.elastic
+	for _, r := range ranks {
+		e.banned[j.ranks[r].slot.Host] = time.Now().Add(blacklistCooldown)
 	}
-	j.log.Warn("gorun: a rank of the elastic job failed; the others go on without it", "rank", ex.rank, "host", host,
-		"err", ex.err, "left", len(e.members), "host_blacklisted_for", blacklistCooldown)
+	if j.cfg.ResetLimit > 0 && e.resets >= j.cfg.ResetLimit {
+		return fmt.Errorf("%w; the elastic job was formed anew %d %s already (--reset-limit %d)", err, e.resets, plural(e.resets, "time"), j.cfg.ResetLimit)
+	}
+	j.log.Warn("gorun: ranks of the elastic job failed; the others go on without them", "ranks", ranks, "hosts", hostCounts(j, ranks),
+		"err", err, "left", len(e.members), "hosts_blacklisted_for", blacklistCooldown)
 	e.resets++
-	return j.rescale(ex.err, true)
+	return j.rescale(err, true)
+}
+
+// checkAlive counts as failed the members whose heartbeat counter has
+// stood still for runner.HeartbeatLimit (their host is cut off, or they
+// hang), or that have sent none within the start timeout and that limit:
+// they are killed (as far as a cut-off host allows) and the job goes on
+// without them.
+func (j *job) checkAlive() error {
+	e := j.elastic
+	now := time.Now()
+	var silent []int
+	var errs []error
+	for _, r := range e.members {
+		b := e.beats[r]
+		id := elasticID(j.ranks[r].slot.Host, r)
+		if v, ok := j.srv.Value(AliveKey(id)); ok && (!b.seen || string(v) != b.value) {
+			e.beats[r] = beat{value: string(v), at: now, seen: true}
+			continue
+		}
+		limit := HeartbeatLimit
+		if !b.seen {
+			limit += j.cfg.StartTimeout
+		}
+		if now.Sub(b.at) >= limit {
+			silent = append(silent, r)
+			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v", r, j.ranks[r].slot.Host, now.Sub(b.at).Round(time.Second)))
+		}
+	}
+	if len(silent) == 0 {
+		return nil
+	}
+	for _, r := range silent {
+		e.drop(r)
+		e.removing[r] = true
+		_ = j.ranks[r].proc.Kill()
+	}
+	return j.failed(silent, errors.Join(errs...))
 }
 
 // rediscover takes in a run of the discovery script.
@@ -299,5 +358,6 @@ func (j *job) spawnElastic(host string) error {
 		return err
 	}
 	e.members = append(e.members, rank)
+	e.beats[rank] = beat{at: time.Now()}
 	return nil
 }

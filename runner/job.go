@@ -143,9 +143,14 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 // another rank did).
 func (j *job) watch(ctx context.Context, spawnErr error) error {
 	defer close(j.done)
+	defer func() {
+		if j.elastic != nil {
+			j.elastic.alive.Stop()
+		}
+	}()
 	var grace, giveUp <-chan time.Time
 	var discovered <-chan discovery
-	var short <-chan time.Time
+	var short, alive <-chan time.Time
 	switch {
 	case spawnErr != nil:
 		grace = j.stop(spawnErr)
@@ -156,13 +161,15 @@ func (j *job) watch(ctx context.Context, spawnErr error) error {
 	for j.running > 0 {
 		var cause error
 		if e := j.elastic; e != nil && j.failure == nil {
-			discovered, short = e.discovered, e.deadline
+			discovered, short, alive = e.discovered, e.deadline, e.alive.C
 		} else {
-			discovered, short = nil, nil
+			discovered, short, alive = nil, nil, nil
 		}
 		select {
 		case d := <-discovered:
 			cause = j.rediscover(d)
+		case <-alive:
+			cause = j.checkAlive()
 		case <-short:
 			cause = j.waitedTooLong()
 		case ex := <-j.exits:

@@ -1,0 +1,56 @@
+package launchtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gorovod/gorovod/internal/testlab"
+)
+
+// TestElasticLab runs elastic jobs of 4 ranks on 2 emulated hosts (2
+// each): a rank of the second host killed with SIGKILL mid-step, then the
+// second host cut off (its link brought down, so that its ranks neither
+// exit nor answer). Each time the job goes on with the others and
+// finishes with every sample processed exactly once; the cut host's
+// ranks are found by their missing heartbeats, and the host gets no new
+// ranks.
+func TestElasticLab(t *testing.T) {
+	lab := testlab.Start(t, testlab.Options{Hosts: 2})
+	gorunArgs := func() []string {
+		return append(append([]string{bin(t, "gorun"), "-np", "4", "-H", lab.HostsFlag(2), "--min-np", "2"},
+			lab.GorunArgs()...), bin(t, "elasticrank"))
+	}
+	host2 := lab.Hosts[1].Addr
+
+	t.Run("killed", func(t *testing.T) {
+		env := append(lab.GorunEnv(), "ELASTIC_DIE="+host2+"/3", "ELASTIC_DIE_STEP=20")
+		r := run(t, command(context.Background(), env, gorunArgs()...))
+		mustSucceed(t, "elastic job across hosts with a rank killed", r)
+		if !strings.Contains(r.stdout, elasticSums) || !strings.Contains(r.stdout, "first step of a formation of 3 ranks") {
+			t.Fatalf("the job did not finish on 3 ranks with every sample once:\n%s\n%s", r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("cut", func(t *testing.T) {
+		g := startGorun(t, append(lab.GorunEnv(), "ELASTIC_STEP_MS=20"), gorunArgs()...)
+		g.waitFor(t, "first step of a formation of 4 ranks")
+		if out, err := lab.Command(context.Background(), 1, "ip", "link", "set", "eth0", "down").CombinedOutput(); err != nil {
+			t.Fatalf("cutting host2 off: %v: %s", err, out)
+		}
+		out, log := g.finish(t)
+		if !strings.Contains(out, elasticSums) || !strings.Contains(out, "first step of a formation of 2 ranks") {
+			t.Fatalf("the job did not finish on host1's 2 ranks with every sample once:\n%s\n%s", out, log)
+		}
+		for _, want := range []string{"on " + host2 + " sent no sign of life", "generation=2 size=2", "hosts_blacklisted_for=30s"} {
+			if !strings.Contains(log, want) {
+				t.Errorf("gorun's log lacks %q:\n%s", want, log)
+			}
+		}
+		for _, line := range strings.Split(log, "\n") {
+			if strings.Contains(line, "sign of life") || strings.Contains(line, "formed anew") {
+				t.Log(line)
+			}
+		}
+	})
+}
