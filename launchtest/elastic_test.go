@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -222,4 +224,39 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// finalAccuracy is mnist's last line.
+var finalAccuracy = regexp.MustCompile(`final test accuracy ([\d.]+)% after \d+ epochs on (\d+) rank`)
+
+// TestElasticMnist: examples/mnist -elastic under gorun -np 3 --min-np 2,
+// once uninterrupted and once with a rank killed with SIGKILL in the
+// second epoch: the second run goes on with 2 ranks from its last commit
+// and ends within 1 point of the first's test accuracy.
+func TestElasticMnist(t *testing.T) {
+	args := []string{bin(t, "gorun"), "-np", "3", "--min-np", "2", bin(t, "mnist"), "-elastic", "-epochs", "3"}
+	whole := run(t, command(context.Background(), nil, args...))
+	mustSucceed(t, "mnist -elastic", whole)
+	g := startGorun(t, nil, args...)
+	g.waitFor(t, "epoch 2 [")
+	out, err := exec.Command("pgrep", "-P", strconv.Itoa(g.cmd.Process.Pid)).Output()
+	ranks := strings.Fields(string(out))
+	if err != nil || len(ranks) != 3 {
+		t.Fatalf("gorun's ranks: %q, %v", out, err)
+	}
+	pid, _ := strconv.Atoi(ranks[1])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr := g.finish(t)
+	a, b := finalAccuracy.FindStringSubmatch(whole.stdout), finalAccuracy.FindStringSubmatch(stdout)
+	if a == nil || b == nil || a[2] != "3" || b[2] != "2" || !strings.Contains(stdout, "the job was formed anew: 2 ranks") {
+		t.Fatalf("want 3 ranks to the end, then 2 after the kill:\n%s\n---\n%s\n%s", whole.stdout, stdout, stderr)
+	}
+	x, _ := strconv.ParseFloat(a[1], 64)
+	y, _ := strconv.ParseFloat(b[1], 64)
+	t.Logf("test accuracy %.2f%% uninterrupted, %.2f%% with a rank killed", x, y)
+	if math.Abs(x-y) > 1 {
+		t.Errorf("accuracy %.2f%% with a rank killed, %.2f%% without: more than 1 point apart", y, x)
+	}
 }

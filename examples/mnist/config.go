@@ -35,6 +35,8 @@ type config struct {
 	MaxSteps    int64 // stop after this many steps in all (0: run every epoch)
 	LogEvery    int   // steps between progress lines; 0: ten per epoch
 	Threads     int   // OpenBLAS threads; 0: CPUs / ranks on this host
+	Elastic     bool  // train through hvd.RunElastic (gorun --min-np)
+	CommitEvery int   // steps between elastic commits
 }
 
 // flags registers cfg's fields on fs; compression is parsed afterwards.
@@ -66,6 +68,8 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.Int64Var(&cfg.MaxSteps, "max-steps", 0, "stop after this many steps in all (0: train every epoch)")
 	fs.IntVar(&cfg.LogEvery, "log-every", 0, "steps between progress lines (0: ten per epoch)")
 	fs.IntVar(&cfg.Threads, "threads", 0, "OpenBLAS threads per rank (0: CPUs / ranks on this host)")
+	fs.BoolVar(&cfg.Elastic, "elastic", false, "train as an elastic job (start with gorun --min-np N): ranks that fail are dropped and the rest go on from the last commit")
+	fs.IntVar(&cfg.CommitEvery, "commit-every", 10, "steps between commits of the elastic state (-elastic)")
 	return fs.String("compression", "none", "gradient wire type: none, fp32, fp16, bf16")
 }
 

@@ -5,6 +5,7 @@
 //
 //	go build -o bin/mnist ./examples/mnist
 //	bin/gorun -np 4 bin/mnist -epochs 5 -checkpoint-dir /tmp/mnist
+//	bin/gorun -np 4 --min-np 2 bin/mnist -elastic   # survives lost ranks
 //
 // Without Fashion-MNIST installed (apt-get install dataset-fashion-mnist)
 // it says so and trains on a small synthetic set instead.
@@ -42,6 +43,9 @@ func run(args []string) error {
 		return err
 	}
 	ctx := context.Background()
+	if cfg.Elastic {
+		return trainElastic(ctx, cfg, os.Stdout)
+	}
 	if err := hvd.Init(ctx); err != nil {
 		return err
 	}
