@@ -174,6 +174,9 @@ func (j *job) failed(ranks []int, err error) error {
 	if j.cfg.ResetLimit > 0 && e.resets >= j.cfg.ResetLimit {
 		return fmt.Errorf("%w; the elastic job was formed anew %d %s already (--reset-limit %d)", err, e.resets, plural(e.resets, "time"), j.cfg.ResetLimit)
 	}
+	if len(e.members) < j.cfg.MinNP && (j.cfg.DiscoveryScript == "" || e.finished) {
+		return fmt.Errorf("%w; %d %s left, fewer than --min-np %d", err, len(e.members), plural(len(e.members), "rank"), j.cfg.MinNP)
+	}
 	j.log.Warn("gorun: ranks of the elastic job failed; the others go on without them", "ranks", ranks, "hosts", hostCounts(j, ranks),
 		"err", err, "left", len(e.members), "hosts_blacklisted_for", blacklistCooldown)
 	e.resets++
@@ -203,7 +206,11 @@ func (j *job) checkAlive() error {
 		}
 		if now.Sub(b.at) >= limit {
 			silent = append(silent, r)
-			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v", r, j.ranks[r].slot.Host, now.Sub(b.at).Round(time.Second)))
+			hint := ""
+			if !b.seen {
+				hint = " since it started (does the program train through hvd.RunElastic?)"
+			}
+			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v%s", r, j.ranks[r].slot.Host, now.Sub(b.at).Round(time.Second), hint))
 		}
 	}
 	if len(silent) == 0 {
