@@ -260,3 +260,31 @@ func TestElasticMnist(t *testing.T) {
 		t.Errorf("accuracy %.2f%% with a rank killed, %.2f%% without: more than 1 point apart", y, x)
 	}
 }
+
+// TestElasticSynthetic: the synthetic benchmark's -elastic mode, a rank
+// killed mid-run, reports the reset (how long forming anew and the first
+// step took) and the cost of a commit per step.
+func TestElasticSynthetic(t *testing.T) {
+	g := startGorun(t, nil, bin(t, "gorun"), "-np", "3", "--min-np", "2", bin(t, "synthetic_benchmark"), "-elastic",
+		"-model", "uniform", "-params", "1000000", "-tensors", "8", "-step-time", "20ms", "-warmup", "2", "-iters", "12", "-batches-per-iter", "2")
+	g.waitFor(t, "Iter #2:")
+	out, err := exec.Command("pgrep", "-P", strconv.Itoa(g.cmd.Process.Pid)).Output()
+	ranks := strings.Fields(string(out))
+	if err != nil || len(ranks) != 3 {
+		t.Fatalf("gorun's ranks: %q, %v", out, err)
+	}
+	pid, _ := strconv.Atoi(ranks[2])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr := g.finish(t)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`Reset 1: 2 ranks went on from step \d+: formed and synced [\d.]+[µm]?s after this rank saw the failure, first step done [\d.]+[µm]?s after that`),
+		regexp.MustCompile(`Commit per step on rank 0: [\d.]+[µm]?s, [\d.]+% of a step of \d+ms`),
+		regexp.MustCompile(`Iter #11: [\d.]+ img/sec per rank on 2 ranks`),
+	} {
+		if !want.MatchString(stdout) {
+			t.Errorf("no line matching %v:\n%s\n%s", want, stdout, stderr)
+		}
+	}
+}

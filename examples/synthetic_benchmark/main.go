@@ -35,6 +35,7 @@ type config struct {
 	Baseline                      string
 	Update                        bool
 	InPlace                       bool // all-reduce gradients in Grad (hvd.DistributedOptions.InPlace)
+	Elastic                       bool // run under hvd.RunElastic (gorun --min-np)
 }
 
 func main() {
@@ -62,6 +63,7 @@ func parseFlags(args []string) (config, error) {
 	comp := fs.String("compression", "none", "gradient wire type: none (the -dtype), fp32, fp16, bf16")
 	fs.StringVar(&c.Baseline, "baseline", "rank0", "np 1 baseline: rank0 (rank 0 alone, the others idle), concurrent (every rank alone, all at the same time), none")
 	fs.BoolVar(&c.Update, "update", false, "apply an SGD update every step (off: the step is compute and communication only)")
+	fs.BoolVar(&c.Elastic, "elastic", false, "run as an elastic job (start with gorun --min-np N): commit after every step, go on when ranks are lost, and report how long each reset took and what a commit costs")
 	fs.BoolVar(&c.InPlace, "in-place", true, "all-reduce each gradient that travels in its own type where it lies, as Horovod does with a framework's gradients (false: through a copy, the optimizer's default)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -88,6 +90,9 @@ func run(args []string) error {
 		return err
 	}
 	ctx := context.Background()
+	if cfg.Elastic {
+		return runElastic(ctx, cfg, specs)
+	}
 	if err := hvd.Init(ctx); err != nil {
 		return err
 	}
