@@ -2,6 +2,7 @@ package launchtest
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -9,8 +10,9 @@ import (
 )
 
 // TestElasticLab runs elastic jobs of 4 ranks on 2 emulated hosts (2
-// each): a rank of the second host killed with SIGKILL mid-step, then the
-// second host cut off (its link brought down, so that its ranks neither
+// each): a rank of the second host killed with SIGKILL mid-step; a job
+// that starts on the first host and grows onto the second when the
+// discovery script lists it; then the second host cut off (its link brought down, so that its ranks neither
 // exit nor answer). Each time the job goes on with the others and
 // finishes with every sample processed exactly once; the cut host's
 // ranks are found by their missing heartbeats, and the host gets no new
@@ -29,6 +31,26 @@ func TestElasticLab(t *testing.T) {
 		mustSucceed(t, "elastic job across hosts with a rank killed", r)
 		if !strings.Contains(r.stdout, elasticSums) || !strings.Contains(r.stdout, "first step of a formation of 3 ranks") {
 			t.Fatalf("the job did not finish on 3 ranks with every sample once:\n%s\n%s", r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("discovered", func(t *testing.T) {
+		host1 := lab.Hosts[0].Addr
+		script, file := discoveryScript(t, host1+":2\n")
+		argv := append(append([]string{bin(t, "gorun"), "-np", "4", "--min-np", "2", "--host-discovery-script", script},
+			lab.GorunArgs()...), bin(t, "elasticrank"))
+		g := startGorun(t, append(lab.GorunEnv(), "ELASTIC_STEP_MS=20"), argv...)
+		g.waitFor(t, "first step of a formation of 2 ranks")
+		if err := os.WriteFile(file, []byte(host1+":2\n"+host2+":2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, log := g.finish(t)
+		if !strings.Contains(out, elasticSums) || !strings.Contains(out, "first step of a formation of 4 ranks") {
+			t.Fatalf("the job did not finish on 4 ranks with every sample once:\n%s\n%s", out, log)
+		}
+		grown := "generation=2 size=4 hosts=" + host1 + ":2," + host2 + ":2"
+		if !strings.Contains(log, "generation=1 size=2 hosts="+host1+":2") || !strings.Contains(log, grown) {
+			t.Errorf("gorun's log does not show the job growing from 2 ranks on %s to 4 on both hosts:\n%s", host1, log)
 		}
 	})
 

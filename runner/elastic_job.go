@@ -216,6 +216,16 @@ func (j *job) checkAlive() error {
 	if len(silent) == 0 {
 		return nil
 	}
+	// A host cut off silences all its ranks; those whose last beat came a
+	// little later go with the first, rather than a generation later.
+	for _, r := range e.members {
+		h, b := j.ranks[r].slot.Host, e.beats[r]
+		if !slices.Contains(silent, r) && b.seen && now.Sub(b.at) >= 2*HeartbeatInterval &&
+			slices.ContainsFunc(silent, func(x int) bool { return j.ranks[x].slot.Host == h }) {
+			silent = append(silent, r)
+			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v either", r, h, now.Sub(b.at).Round(100*time.Millisecond)))
+		}
+	}
 	for _, r := range silent {
 		e.drop(r)
 		e.removing[r] = true
