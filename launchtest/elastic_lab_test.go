@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorovod/gorovod/internal/testlab"
 )
@@ -32,6 +33,11 @@ func TestElasticLab(t *testing.T) {
 		if !strings.Contains(r.stdout, elasticSums) || !strings.Contains(r.stdout, "first step of a formation of 3 ranks") {
 			t.Fatalf("the job did not finish on 3 ranks with every sample once:\n%s\n%s", r.stdout, r.stderr)
 		}
+		after := recovery(t, r.stdout, "3")
+		if after > 5*time.Second {
+			t.Fatalf("the survivors' first step came %v after the death, want within 5s", after)
+		}
+		t.Logf("from the rank's death to the survivors' first completed step: %v", after)
 	})
 
 	t.Run("discovered", func(t *testing.T) {

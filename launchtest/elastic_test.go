@@ -48,22 +48,33 @@ func TestElasticRankKilled(t *testing.T) {
 	if !strings.Contains(r.stderr, "rank 2 on localhost was killed by SIGKILL") || !strings.Contains(r.stderr, "left=3") {
 		t.Errorf("gorun did not report the lost rank:\n%s", r.stderr)
 	}
-	m := diedAt.FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatalf("the rank did not die:\n%s", r.stdout)
-	}
-	died, _ := strconv.ParseInt(m[1], 10, 64)
-	var after time.Duration = -1
-	for _, f := range firstStep.FindAllStringSubmatch(r.stdout, -1) {
-		at, _ := strconv.ParseInt(f[2], 10, 64)
-		if f[1] == "3" && (after < 0 || time.Duration(at-died) < after) {
-			after = time.Duration(at - died)
-		}
-	}
-	if after < 0 || after > 5*time.Second {
+	after := recovery(t, r.stdout, "3")
+	if after > 5*time.Second {
 		t.Fatalf("the survivors' first step came %v after the death, want within 5s\n%s", after, r.stdout)
 	}
 	t.Logf("from the rank's death to the survivors' first completed step: %v", after)
+}
+
+// recovery returns the time from elasticrank's death to the first step
+// of a formation of size ranks after it.
+func recovery(t *testing.T, stdout, size string) time.Duration {
+	t.Helper()
+	m := diedAt.FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("the rank did not die:\n%s", stdout)
+	}
+	died, _ := strconv.ParseInt(m[1], 10, 64)
+	var after time.Duration = -1
+	for _, f := range firstStep.FindAllStringSubmatch(stdout, -1) {
+		at, _ := strconv.ParseInt(f[2], 10, 64)
+		if f[1] == size && at > died && (after < 0 || time.Duration(at-died) < after) {
+			after = time.Duration(at - died)
+		}
+	}
+	if after < 0 {
+		t.Fatalf("no first step of %s ranks after the death:\n%s", size, stdout)
+	}
+	return after
 }
 
 // TestElasticTwoLost: two ranks die at once; the other two go on, down to
@@ -286,5 +297,26 @@ func TestElasticSynthetic(t *testing.T) {
 		if !want.MatchString(stdout) {
 			t.Errorf("no line matching %v:\n%s\n%s", want, stdout, stderr)
 		}
+	}
+}
+
+// TestElasticFailureInSync: a rank is lost, and while the job formed anew
+// syncs its state another one dies (in the middle of decoding rank 0's
+// state): the last two form the job a third time and finish with every
+// sample processed exactly once; with --reset-limit 1 that second loss
+// stops the job instead.
+func TestElasticFailureInSync(t *testing.T) {
+	env := []string{"ELASTIC_DIE=localhost/2", "ELASTIC_DIE_STEP=20", "ELASTIC_DIE_IN_SYNC=localhost/3", "ELASTIC_DIE_IN_SYNC_AT=3"}
+	argv := []string{bin(t, "gorun"), "-np", "4", "--min-np", "2", bin(t, "elasticrank")}
+	r := run(t, command(context.Background(), env, argv...))
+	mustSucceed(t, "elastic job with a rank lost during the sync", r)
+	if !strings.Contains(r.stdout, "dying in the state's decoding #3") || !strings.Contains(r.stdout, elasticSums) ||
+		!strings.Contains(r.stderr, "generation=3 size=2") {
+		t.Fatalf("want rank 3 to die in the second sync and the job to finish on 2 ranks, every sample once:\n%s\n%s", r.stdout, r.stderr)
+	}
+	argv = append([]string{argv[0], "--reset-limit", "1"}, argv[1:]...)
+	r = run(t, command(context.Background(), env, argv...))
+	if want := "rank 3 on localhost was killed by SIGKILL; the elastic job was formed anew 1 time already (--reset-limit 1)"; r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
 	}
 }

@@ -55,7 +55,11 @@ func run() error {
 		return err
 	}
 	progress := &struct{ Steps int }{}
-	state, err := hvd.NewElasticState(sgd, sampler, progress)
+	probe := &syncProbe{}
+	if os.Getenv("ELASTIC_DIE_IN_SYNC") == cfg.ID {
+		dieInDecoding, _ = strconv.Atoi(os.Getenv("ELASTIC_DIE_IN_SYNC_AT"))
+	}
+	state, err := hvd.NewElasticState(sgd, sampler, progress, probe)
 	if err != nil {
 		return err
 	}
@@ -105,6 +109,26 @@ func run() error {
 	}
 	if final.Rank() == 0 {
 		fmt.Printf("sums %v %v %v after %d steps\n", p.Value[0], p.Value[1], p.Value[2], progress.Steps)
+	}
+	return nil
+}
+
+// syncProbe is a field of the elastic state that kills its worker while
+// the state is being decoded for the dieInDecoding-th time (0: never).
+// The counts live outside it: decoding zeroes the field first.
+type syncProbe struct{}
+
+var decoded, dieInDecoding int
+
+// GobEncode implements gob.GobEncoder: the probe carries nothing.
+func (p *syncProbe) GobEncode() ([]byte, error) { return []byte{0}, nil }
+
+// GobDecode implements gob.GobDecoder.
+func (p *syncProbe) GobDecode([]byte) error {
+	decoded++
+	if decoded == dieInDecoding {
+		fmt.Printf("dying in the state's decoding #%d at %d\n", decoded, time.Now().UnixNano())
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
 	return nil
 }
