@@ -27,6 +27,9 @@ type AgreeOptions struct {
 	// Limit is the hop limit: step i of this rank must end by
 	// start + budget(i)·Limit (see hop). 0 waits without a bound.
 	Limit time.Duration
+	// Start is when the exchange began, for the hop deadlines (zero: now);
+	// a caller that has just read the clock saves a read.
+	Start time.Time
 	// Progress, if set, receives the index of each step as it starts, so
 	// a watchdog can ask AgreeWaitsFor which ranks the exchange waits for.
 	Progress *atomic.Int32
@@ -72,14 +75,16 @@ func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
 		}
 		x.tail, x.reduce = o.Tail, o.Reduce
 	}
-	start := time.Now()
+	start := o.Start
+	if start.IsZero() && o.Limit > 0 {
+		start = time.Now()
+	}
 	for i := range a.p.steps {
 		if o.Progress != nil {
 			o.Progress.Store(int32(i))
 		}
 		hctx := c.hopContext(ctx, start, a.hops[i].budget, o.Limit)
 		err := x.step(ctx, hctx, i)
-		c.hopClock.Disarm()
 		if err != nil {
 			c.fail(err)
 			return c.Err()
@@ -148,13 +153,15 @@ func (c *Comm) AgreeWaitsFor(step int) []int {
 
 // hopContext is ctx with the deadline of a hop of the given budget, from
 // the Comm's re-armed clock (see deadline.Clock: the engine agrees every
-// cycle under one context); with no limit it is ctx itself. The caller
-// disarms the clock after the hop.
+// cycle under one context); with no limit it is ctx itself. The deadline
+// may pass up to an eighth of the hop's time late, which lets the clock
+// go without re-arming for cycle after cycle (ArmUntil).
 func (c *Comm) hopContext(ctx context.Context, start time.Time, budget int, limit time.Duration) context.Context {
 	if limit <= 0 {
 		return ctx
 	}
-	return c.hopClock.Arm(ctx, time.Until(start.Add(time.Duration(budget)*limit)))
+	d := time.Duration(budget) * limit
+	return c.hopClock.ArmUntil(ctx, start.Add(d), d/8)
 }
 
 // agreeRun is one Agree in progress.

@@ -2,7 +2,9 @@ package launchtest
 
 import (
 	"context"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +40,27 @@ func TestElasticLab(t *testing.T) {
 			t.Fatalf("the survivors' first step came %v after the death, want within 5s", after)
 		}
 		t.Logf("from the rank's death to the survivors' first completed step: %v", after)
+	})
+
+	t.Run("mnist", func(t *testing.T) {
+		args := append(append([]string{bin(t, "gorun"), "-np", "4", "-H", lab.HostsFlag(2), "--min-np", "2"}, lab.GorunArgs()...),
+			bin(t, "mnist"), "-elastic", "-epochs", "3")
+		whole := run(t, command(context.Background(), lab.GorunEnv(), args...))
+		mustSucceed(t, "mnist -elastic on 2 hosts", whole)
+		g := startGorun(t, lab.GorunEnv(), args...)
+		g.waitFor(t, "epoch 2 [")
+		killWorker(t, host2+"/3")
+		stdout, stderr := g.finish(t)
+		a, b := finalAccuracy.FindStringSubmatch(whole.stdout), finalAccuracy.FindStringSubmatch(stdout)
+		if a == nil || b == nil || a[2] != "4" || b[2] != "3" {
+			t.Fatalf("want 4 ranks to the end, then 3 after the kill:\n%s\n---\n%s\n%s", whole.stdout, stdout, stderr)
+		}
+		x, _ := strconv.ParseFloat(a[1], 64)
+		y, _ := strconv.ParseFloat(b[1], 64)
+		t.Logf("test accuracy %.2f%% uninterrupted, %.2f%% with a rank of %s killed", x, y, host2)
+		if math.Abs(x-y) > 1 {
+			t.Errorf("accuracy %.2f%% with a rank killed, %.2f%% without: more than 1 point apart", y, x)
+		}
 	})
 
 	t.Run("discovered", func(t *testing.T) {

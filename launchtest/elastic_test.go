@@ -320,3 +320,30 @@ func TestElasticFailureInSync(t *testing.T) {
 		t.Fatalf("exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
 	}
 }
+
+// killWorker kills with SIGKILL the process of this machine whose
+// environment names it elastic worker id (GOROVOD_ELASTIC_ID), wherever
+// gorun started it (locally or over ssh on an emulated host).
+func killWorker(t *testing.T, id string) {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("\x00GOROVOD_ELASTIC_ID=" + id + "\x00")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), want) {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no process of elastic worker %s", id)
+}

@@ -100,7 +100,8 @@ func (n *negotiator) takeEarly() {
 	n.cache.touch(slot)
 	delete(n.hits, slot)
 	delete(n.pending, en.req.Name)
-	n.early = &task{resp: n.earlyOn, en: en, slot: slot}
+	n.earlyTask = task{resp: n.earlyOn, en: en, slot: slot} // one a cycle: the cycle is done with the last one
+	n.early = &n.earlyTask
 }
 
 // planEarly chooses the next cycle's early all-reduce from this cycle's

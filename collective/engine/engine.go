@@ -169,7 +169,8 @@ func (e *Engine) submit(req Request, data []byte, wake bool) *Handle {
 	e.inflight[req.Name] = true
 	e.seq++
 	h.e = e
-	e.queue = append(e.queue, &entry{req: req, data: data, h: h, submitted: e.now(), seq: e.seq, slot: -1})
+	h.en = entry{req: req, data: data, h: h, submitted: e.now(), seq: e.seq, slot: -1}
+	e.queue = append(e.queue, &h.en)
 	if wake {
 		e.signal()
 	}

@@ -138,6 +138,9 @@ func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) erro
 	w := e.publishWait(start)
 	defer e.ended(w)
 	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
+	if e.realClock { // start is the real time: the hops need not read it again
+		o.Start = start
+	}
 	o.Tail, o.Reduce = e.neg.earlyReduce()
 	if w != nil {
 		o.Progress = &w.step

@@ -14,6 +14,7 @@ type Handle struct {
 	err   error
 	out   []byte
 	shape []int
+	en    entry // the engine's record of the operation (one allocation for both)
 }
 
 func newHandle(name string) *Handle { return &Handle{name: name, done: make(chan struct{})} }

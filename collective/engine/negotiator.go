@@ -72,6 +72,7 @@ type negotiator struct {
 
 	start       time.Time // when the cycle in progress began
 	ranksJoined []bool    // the joined ranks, as this cycle's exchange says
+	earlyTask   task      // n.early's storage, reused every cycle
 	fired       []*task   // this cycle's tasks from the response cache
 	sizes       []int     // this cycle's payload sizes, when it gathers (reused)
 

@@ -29,6 +29,7 @@ type expiring struct {
 	cancel  context.CancelFunc
 	expired atomic.Bool
 	timer   *time.Timer
+	at      time.Time // when the timer fires, as ArmUntil set it; zero otherwise
 }
 
 // Err is context.DeadlineExceeded once the timer fired, as for a
@@ -54,6 +55,7 @@ func (x *expiring) expire() {
 func (c *Clock) Arm(parent context.Context, d time.Duration) context.Context {
 	if x := c.cur; x != nil && x.parent == parent && !x.expired.Load() {
 		x.timer.Reset(d)
+		x.at = time.Time{}
 		return x
 	}
 	c.Release()
@@ -68,7 +70,35 @@ func (c *Clock) Arm(parent context.Context, d time.Duration) context.Context {
 func (c *Clock) Disarm() {
 	if c.cur != nil {
 		c.cur.timer.Stop()
+		c.cur.at = time.Time{}
 	}
+}
+
+// ArmUntil is Arm for operations that each must end by a deadline, for a
+// caller that arms the clock operation after operation without
+// disarming it: it leaves the timer alone while it fires no earlier than
+// deadline and no later than deadline+slack, so that it is re-armed only
+// about every slack instead of every operation. The context it returns
+// ends at the earliest at deadline; a timer that fires between
+// operations ends that context, and the next arming makes a new one.
+func (c *Clock) ArmUntil(parent context.Context, deadline time.Time, slack time.Duration) context.Context {
+	x := c.cur
+	live := x != nil && x.parent == parent && !x.expired.Load()
+	if live && !x.at.IsZero() && !x.at.Before(deadline) && x.at.Sub(deadline) <= slack {
+		return x
+	}
+	at := deadline.Add(slack / 2)
+	// The timer runs between operations: one that fires as it is re-armed
+	// must not end the context handed out now. Stop says whether it did.
+	if live && x.timer.Stop() {
+		x.timer.Reset(time.Until(at))
+		x.at = at
+		return x
+	}
+	c.Release()
+	ctx := c.Arm(parent, time.Until(at))
+	c.cur.at = at
+	return ctx
 }
 
 // Release ends the context and frees its timer; the next Arm makes a new

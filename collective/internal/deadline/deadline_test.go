@@ -55,3 +55,42 @@ func TestClock(t *testing.T) {
 		t.Fatalf("error after the parent ended: %v, want context.Canceled", c.cur.Err())
 	}
 }
+
+// TestClockArmUntil: a deadline the running timer already covers (it
+// fires no earlier, and at most slack later) reuses the context as it is;
+// a later one re-arms it; it ends no earlier than its deadline, with
+// DeadlineExceeded; and after it fired between operations the next arming
+// hands out a live context.
+func TestClockArmUntil(t *testing.T) {
+	const d, slack = 60 * time.Millisecond, 20 * time.Millisecond
+	parent, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var c Clock
+	defer c.Release()
+
+	start := time.Now()
+	first := c.ArmUntil(parent, start.Add(d), slack)
+	if again := c.ArmUntil(parent, start.Add(d+slack/4), slack); again != first {
+		t.Fatal("a deadline the timer covers re-made the context")
+	}
+	later := c.ArmUntil(parent, start.Add(3*d), slack)
+	if later != first {
+		t.Fatal("re-arming a live clock made a new context")
+	}
+	select {
+	case <-later.Done():
+		t.Fatalf("the context ended after %v, before its deadline %v", time.Since(start), 3*d)
+	case <-time.After(2 * d):
+	}
+	<-later.Done()
+	if waited := time.Since(start); waited < 3*d {
+		t.Fatalf("ended after %v, before the deadline %v", waited, 3*d)
+	}
+	if !errors.Is(later.Err(), context.DeadlineExceeded) {
+		t.Fatalf("Err() = %v, want DeadlineExceeded", later.Err())
+	}
+	next := c.ArmUntil(parent, time.Now().Add(d), slack)
+	if next == later || next.Err() != nil {
+		t.Fatalf("after the timer fired, ArmUntil gave %v (err %v), want a new live context", next, next.Err())
+	}
+}
