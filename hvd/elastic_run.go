@@ -22,7 +22,9 @@ import (
 var ErrHostsUpdated = errors.New("hvd: the elastic job is re-forming")
 
 // ErrElasticRemoved is RunElastic's error when the launcher's latest
-// generation leaves this worker out.
+// generation leaves out this worker, which was in an earlier one. (A
+// worker that was in none yet waits for one that names it: the launcher
+// starts workers before it publishes the generation they join.)
 var ErrElasticRemoved = errors.New("hvd: this worker is not in the elastic job any more")
 
 // ElasticConfig describes one worker of an elastic job: the job's
@@ -92,6 +94,7 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 	defer stopBeat()
 	go runner.Heartbeat(beat, rdv, cfg.ID) // the launcher's sign of life from this worker
 	last := 0
+	member := false       // this worker was in a generation already
 	var resetAt time.Time // when the last reset began; zero before the first formation
 	for {
 		g, err := runner.AwaitGeneration(ctx, rdv, last)
@@ -100,9 +103,13 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 		}
 		last = g.N
 		rank := g.RankOf(cfg.ID)
-		if rank < 0 {
+		switch {
+		case rank < 0 && member:
 			return fmt.Errorf("%w: generation %d has %d other workers", ErrElasticRemoved, g.N, len(g.Members))
+		case rank < 0: // started for a generation not published yet
+			continue
 		}
+		member = true
 		gen := generationRun{cfg: cfg, rdv: rdv, g: g, rank: rank, log: log, resetAt: resetAt}
 		err = gen.run(ctx, state, train)
 		var reset *resetError

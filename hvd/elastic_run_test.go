@@ -293,24 +293,52 @@ func TestRunElasticTwoFailures(t *testing.T) {
 	j.wantSums("w0", "w1")
 }
 
-// TestRunElasticRemoved: a generation that leaves a live worker out ends
-// its RunElastic with ErrElasticRemoved at its next commit, and the job
-// goes on without it, down to a single rank.
+// TestRunElasticRemoved: a generation that leaves out a live worker of
+// the one before ends its RunElastic with ErrElasticRemoved at its next
+// commit, and the job goes on without it, down to a single rank.
 func TestRunElasticRemoved(t *testing.T) {
 	j := newElasticJob(t)
-	published := make(chan struct{})
+	reached, published := make(chan struct{}, 2), make(chan struct{})
 	onStep := func(ctx context.Context, w *elasticWorker, rank, size, steps int) {
 		if size == 2 && steps == 3 {
+			reached <- struct{}{}
 			<-published
 		}
 	}
 	j.start("w0", onStep)
 	j.start("w1", onStep)
 	j.publish("w0", "w1")
+	<-reached // both train in the first generation before the second leaves w1 out
+	<-reached
 	j.publish("w0")
 	close(published)
 	if err := j.wait("w1"); !errors.Is(err, hvd.ErrElasticRemoved) {
 		t.Fatalf("the removed worker returned %v, want ErrElasticRemoved", err)
 	}
 	j.wantSums("w0")
+}
+
+// TestRunElasticWaitsToBeNamed: a worker started while the latest
+// generation does not name it yet (the launcher starts workers before it
+// publishes the generation they join) waits for one that does, and joins.
+func TestRunElasticWaitsToBeNamed(t *testing.T) {
+	j := newElasticJob(t)
+	reached, published := make(chan struct{}, 1), make(chan struct{})
+	onStep := func(ctx context.Context, w *elasticWorker, rank, size, steps int) {
+		if size == 1 && steps == 3 {
+			reached <- struct{}{}
+			<-published
+		}
+	}
+	j.start("w0", onStep)
+	j.publish("w0")
+	<-reached
+	j.start("w1", nil) // finds generation 1, which leaves it out
+	time.Sleep(50 * time.Millisecond)
+	j.publish("w0", "w1")
+	close(published)
+	j.wantSums("w0", "w1")
+	if r := j.workers["w0"].resets; r != 1 {
+		t.Errorf("w0 formed anew %d times, want 1", r)
+	}
 }

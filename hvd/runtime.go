@@ -293,14 +293,7 @@ func (r *Runtime) Comm() *collective.Comm {
 // algorithms follow, and the hierarchical switch of the knobs.
 func (r *Runtime) commOptions(opts collective.Options) collective.Options {
 	if opts.Hosts == nil && len(r.hostOf) == r.env.Size {
-		index := map[string]int{}
-		opts.Hosts = make([]int, len(r.hostOf))
-		for i, h := range r.hostOf {
-			if _, ok := index[h]; !ok {
-				index[h] = len(index)
-			}
-			opts.Hosts[i] = index[h]
-		}
+		opts.Hosts = hostIndexes(r.hostOf)
 	}
 	if opts.Hierarchical == collective.HierarchyAuto {
 		opts.Hierarchical = hierarchy(r.env.Hierarchical)

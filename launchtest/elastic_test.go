@@ -212,7 +212,9 @@ func TestElasticWaitsForHosts(t *testing.T) {
 		t.Errorf("after a loss: exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
-	os.WriteFile(bad, []byte("#!/bin/sh\necho 'node1:x'\n"), 0o755)
+	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho 'node1:x'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	r = runElastic(t, "", "-np", "2", "--host-discovery-script", bad)
 	if want := `line 1 "node1:x": slot count "x" is not a positive integer`; r.code == 0 || !strings.Contains(r.stderr, want) {
 		t.Errorf("garbage: exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)

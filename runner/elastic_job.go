@@ -26,7 +26,7 @@ type elasticState struct {
 	gen      int                  // the latest generation published
 	members  []int                // the launch indexes in it, in its rank order
 	resets   int                  // generations formed after a failure
-	removing map[int]bool         // workers stopped because their host left the discovered list
+	removing map[int]time.Time    // workers gorun stopped (their host left the list, or went silent): since when
 	banned   map[string]time.Time // host → end of its cool-down after a failure there
 	hosts    []Host               // the hosts available: discovered, or the configured ones
 	finished bool                 // a worker finished training: the job is ending, it grows no more
@@ -62,7 +62,7 @@ func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host,
 // startElastic publishes the first generation (every started rank, in
 // launch order) and starts the discovery loop when there is a script.
 func (j *job) startElastic(ctx context.Context, hosts []Host, env WorkerEnv, spawnerFor func(string) Spawner) error {
-	j.elastic = &elasticState{removing: map[int]bool{}, banned: map[string]time.Time{}, hosts: hosts,
+	j.elastic = &elasticState{removing: map[int]time.Time{}, banned: map[string]time.Time{}, hosts: hosts,
 		env: env, spawnerFor: spawnerFor, forward: forwardedEnv(j.cfg.ForwardEnv),
 		alive: time.NewTicker(HeartbeatInterval), beats: map[int]beat{}}
 	for _, r := range j.ranks {
@@ -154,7 +154,7 @@ func (j *job) elasticExit(ex rankExit) error {
 		e.finished = true
 		e.drop(ex.rank)
 		return nil
-	case e.removing[ex.rank]: // stopped by gorun: its host left
+	case !e.removing[ex.rank].IsZero(): // stopped by gorun
 		delete(e.removing, ex.rank)
 		return nil
 	case !e.drop(ex.rank): // not a member any more
@@ -183,7 +183,8 @@ func (j *job) failed(ranks []int, err error) error {
 	return j.rescale(err, true)
 }
 
-// checkAlive counts as failed the members whose heartbeat counter has
+// checkAlive kills the workers gorun stopped that outlived the grace
+// period, and counts as failed the members whose heartbeat counter has
 // stood still for runner.HeartbeatLimit (their host is cut off, or they
 // hang), or that have sent none within the start timeout and that limit:
 // they are killed (as far as a cut-off host allows) and the job goes on
@@ -191,6 +192,11 @@ func (j *job) failed(ranks []int, err error) error {
 func (j *job) checkAlive() error {
 	e := j.elastic
 	now := time.Now()
+	for r, since := range e.removing { // stopped with SIGTERM and still there after the grace period
+		if now.Sub(since) >= j.cfg.GracePeriod {
+			_ = j.ranks[r].proc.Kill()
+		}
+	}
 	var silent []int
 	var errs []error
 	for _, r := range e.members {
@@ -228,7 +234,7 @@ func (j *job) checkAlive() error {
 	}
 	for _, r := range silent {
 		e.drop(r)
-		e.removing[r] = true
+		e.removing[r] = now
 		_ = j.ranks[r].proc.Kill()
 	}
 	return j.failed(silent, errors.Join(errs...))
@@ -246,7 +252,7 @@ func (j *job) rediscover(d discovery) error {
 	for _, r := range slices.Clone(e.members) {
 		if h := j.ranks[r].slot.Host; !slices.ContainsFunc(d.hosts, func(x Host) bool { return hostKey(x.Name) == hostKey(h) }) {
 			e.drop(r)
-			e.removing[r] = true
+			e.removing[r] = time.Now()
 			left = true
 			j.log.Warn("gorun: host left the discovered list; stopping its rank", "rank", r, "host", h)
 			_ = j.ranks[r].proc.Signal(syscall.SIGTERM)
