@@ -37,9 +37,10 @@ type ElasticConfig struct {
 	Config
 	// ID names this worker in the generations (GOROVOD_ELASTIC_ID).
 	ID string
-	// OnReset, if set, runs on every rank after each formation but the
-	// first, after the state is synced and before training goes on: the
-	// place to rescale a learning rate to the new size.
+	// OnReset, if set, runs on a worker after each formation but its
+	// first (so not on workers that join there), after the state is synced
+	// and before training goes on: the place to rescale a learning rate to
+	// the new size.
 	OnReset func(ctx context.Context, rt *Runtime) error
 }
 
