@@ -24,7 +24,7 @@ const (
 func flags() []cli.Flag {
 	def := runner.DefaultConfig()
 	return []cli.Flag{
-		&cli.IntFlag{Name: "np", Category: catJob, Usage: "number of ranks to start",
+		&cli.IntFlag{Name: "np", Aliases: []string{"n", "num-proc"}, Category: catJob, Usage: "number of ranks to start (-n and --num-proc, as mpirun and horovodrun spell it, work too)",
 			DefaultText: "all the slots of -H or -hostfile"},
 		&cli.GenericFlag{Name: "start-timeout", Category: catJob, Value: &duration{def.StartTimeout},
 			Usage: "how long ranks wait for each other in hvd.Init, and for host checks (Go duration, or seconds) [$GOROVOD_START_TIMEOUT]"},

@@ -210,3 +210,14 @@ func TestLauncherFlag(t *testing.T) {
 		t.Errorf("bad node list: %v", err)
 	}
 }
+
+// TestNumProcAliases: -n and --num-proc, mpirun's and horovodrun's
+// spellings, set -np.
+func TestNumProcAliases(t *testing.T) {
+	for _, flag := range []string{"-n", "--num-proc", "-np"} {
+		cfg, err := parse(t, flag, "3", "./train")
+		if err != nil || cfg.NP != 3 {
+			t.Errorf("%s 3: np %d, %v", flag, cfg.NP, err)
+		}
+	}
+}

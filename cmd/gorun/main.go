@@ -72,8 +72,45 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 
 // version is the module version gorun was built from.
 func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(info)
+}
+
+// versionOf is the version gorun --version prints from the build
+// information: the module version ("(devel)" for a build from a checkout),
+// then the commit, its time and whether the tree had changes, as far as
+// the build recorded them: "v0.2.0" from go install ...@v0.2.0,
+// "(devel) (commit 0166099a1b2c, 2026-11-24T10:49:01Z, modified)" from go
+// build in a checkout.
+func versionOf(info *debug.BuildInfo) string {
+	v := "(devel)"
+	if info == nil {
+		return v
 	}
-	return "(devel)"
+	if info.Main.Version != "" {
+		v = info.Main.Version
+	}
+	var commit, at string
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value[:min(len(s.Value), 12)]
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if commit == "" {
+		return v
+	}
+	v += " (commit " + commit
+	if at != "" {
+		v += ", " + at
+	}
+	if modified {
+		v += ", modified"
+	}
+	return v + ")"
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -165,6 +166,25 @@ func oneLine(t *testing.T, s string, parts ...string) {
 	for _, p := range parts {
 		if !strings.Contains(s, p) {
 			t.Errorf("stderr %q lacks %q", s, p)
+		}
+	}
+}
+
+// TestVersionOf: the module version, then the commit, its time and a
+// changed tree, as far as the build recorded them.
+func TestVersionOf(t *testing.T) {
+	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "0166099a1b2c3d4e5f"}, {Key: "vcs.time", Value: "2026-11-24T10:49:01Z"}}
+	for _, c := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "(devel)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.2.0"}}, "v0.2.0"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs}, "(devel) (commit 0166099a1b2c, 2026-11-24T10:49:01Z)"},
+		{&debug.BuildInfo{Settings: append(vcs, debug.BuildSetting{Key: "vcs.modified", Value: "true"})}, "(devel) (commit 0166099a1b2c, 2026-11-24T10:49:01Z, modified)"},
+	} {
+		if got := versionOf(c.info); got != c.want {
+			t.Errorf("versionOf = %q, want %q", got, c.want)
 		}
 	}
 }
