@@ -57,7 +57,7 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 		Writer:                    stdout,
 		ErrWriter:                 stderr,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usagef("%v (see gorun --help)", err)
+			return usagef("%v%s (see gorun --help)", err, suggestion(err, flags()))
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run decides the exit status
 		Action: func(c *cli.Context) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -185,6 +186,24 @@ func TestVersionOf(t *testing.T) {
 	} {
 		if got := versionOf(c.info); got != c.want {
 			t.Errorf("versionOf = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// TestSuggestion: a mistyped flag gets the flag it was meant to be, a
+// flag that resembles none gets no guess.
+func TestSuggestion(t *testing.T) {
+	for _, c := range []struct{ arg, want string }{
+		{"-nq", "gorun: flag provided but not defined: -nq; did you mean -np? (see gorun --help)"},
+		{"--verbos", "gorun: flag provided but not defined: -verbos; did you mean --verbose? (see gorun --help)"},
+		{"--hostfiel", "gorun: flag provided but not defined: -hostfiel; did you mean --hostfile? (see gorun --help)"},
+		{"--min-pn", "gorun: flag provided but not defined: -min-pn; did you mean --min-np? (see gorun --help)"},
+		{"--frobnicate", "gorun: flag provided but not defined: -frobnicate (see gorun --help)"},
+	} {
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"gorun", c.arg, "3", "./train"}, &out, &out)
+		if got := strings.TrimSpace(out.String()); code != 2 || got != c.want {
+			t.Errorf("%s: exit %d, %q; want 2, %q", c.arg, code, got, c.want)
 		}
 	}
 }
