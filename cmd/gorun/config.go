@@ -25,12 +25,31 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// boolValueAsProgram refuses a program named true or false when a boolean
+// flag is set: "--verbose false" gives --verbose no value (boolean flags
+// take none) and would run false(1) as the program.
+func boolValueAsProgram(c *cli.Context, program string) error {
+	if program != "true" && program != "false" {
+		return nil
+	}
+	for _, f := range c.App.Flags {
+		if b, ok := f.(*cli.BoolFlag); ok && c.IsSet(b.Name) {
+			return usagef("the program would be %q: boolean flags such as --%s take no separate value; write --%s=%s (or name the program by its path, ./%s)",
+				program, b.Name, b.Name, program, program)
+		}
+	}
+	return nil
+}
+
 // config turns the parsed command line into a runner.Config.
 func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	cfg := runner.DefaultConfig()
 	cfg.Command = c.Args().Slice()
 	if len(cfg.Command) == 0 {
 		return cfg, usagef("no program to run (usage: gorun [flags] program [args...]; see gorun --help)")
+	}
+	if err := boolValueAsProgram(c, cfg.Command[0]); err != nil {
+		return cfg, err
 	}
 	hosts, err := hostsOf(c)
 	if err != nil {

@@ -207,3 +207,21 @@ func TestSuggestion(t *testing.T) {
 		}
 	}
 }
+
+// TestBoolValueAsProgram: "--verbose false" does not run false(1); the
+// message says how to write the value. A program named false without a
+// boolean flag, and --verbose=false, are fine.
+func TestBoolValueAsProgram(t *testing.T) {
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"gorun", "-np", "1", "--verbose", "false", "./train"}, &out, &out)
+	want := `gorun: the program would be "false": boolean flags such as --verbose take no separate value; write --verbose=false (or name the program by its path, ./false)`
+	if got := strings.TrimSpace(out.String()); code != 2 || got != want {
+		t.Errorf("exit %d, %q; want 2, %q", code, got, want)
+	}
+	if cfg, err := parse(t, "-np", "1", "--verbose=false", "./train"); err != nil || cfg.Verbose || cfg.Command[0] != "./train" {
+		t.Errorf("--verbose=false: %+v, %v", cfg.Command, err)
+	}
+	if cfg, err := parse(t, "-np", "1", "false"); err != nil || cfg.Command[0] != "false" {
+		t.Errorf("plain false: %v, %v", cfg.Command, err)
+	}
+}
