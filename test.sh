@@ -35,3 +35,5 @@ go test -race -count=1 -timeout 20m ./...
 # The race detector slows element loops ~20x, so under -race the 10^6-element
 # all-reduce matrix runs a slice; here it runs whole, without the detector.
 go test -count=1 -timeout 10m -run 'TestAllreduceMillion' ./collective/
+# Without cgo the examples multiply matrices with gonum instead of OpenBLAS.
+CGO_ENABLED=0 go test -count=1 -run 'Gemm|Dgemm' ./examples/mnist ./examples/synthetic_benchmark

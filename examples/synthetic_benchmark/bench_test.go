@@ -97,3 +97,25 @@ func TestSleepComputeTakesTheStepTime(t *testing.T) {
 		t.Errorf("a 30ms step took %v", d)
 	}
 }
+
+// TestDgemm: the build's matrix product (OpenBLAS, or gonum without cgo)
+// is the product.
+func TestDgemm(t *testing.T) {
+	const n = 5
+	a, b, c := make([]float64, n*n), make([]float64, n*n), make([]float64, n*n)
+	for i := range a {
+		a[i], b[i], c[i] = float64(i%7)-3, float64(i%5)+1, 99
+	}
+	dgemm(n, a, b, c)
+	for i := range n {
+		for j := range n {
+			want := 0.0
+			for p := range n {
+				want += a[i*n+p] * b[p*n+j]
+			}
+			if c[i*n+j] != want {
+				t.Fatalf("c[%d][%d] = %v, want %v", i, j, c[i*n+j], want)
+			}
+		}
+	}
+}
