@@ -62,6 +62,12 @@ type Config struct {
 	// OutputDir, if set, receives DIR/rank.R/stdout and DIR/rank.R/stderr
 	// for every rank R, unprefixed, in addition to the terminal output.
 	OutputDir string
+	// OutputRanks, if not nil, are the ranks whose output the terminal
+	// shows (gorun --output-ranks); the others' still goes to OutputDir.
+	OutputRanks []int
+	// TimestampOutput puts the time (UTC, milliseconds) before every line
+	// on the terminal (gorun --prefix-output-with-timestamp).
+	TimestampOutput bool
 	// Verbose logs the slot plan and every spawn command (without the secret).
 	Verbose bool
 	// ForwardEnv lists variables to pass to every rank (-x): "NAME" takes
@@ -173,6 +179,9 @@ func (c Config) Validate() error {
 	check(c.SlotsPerHost >= 0, "--slots-per-host %d is negative", c.SlotsPerHost)
 	check(c.SlotsPerHost == 0 || c.DiscoveryScript != "", "--slots-per-host needs --host-discovery-script")
 	check(c.ElasticTimeout >= 0, "--elastic-timeout %v is negative", c.ElasticTimeout)
+	for _, r := range c.OutputRanks {
+		check(r >= 0 && (r < c.NP || c.Elastic()), "--output-ranks %d is not a rank of -np %d", r, c.NP)
+	}
 	return errors.Join(errs...)
 }
 

@@ -45,6 +45,8 @@ func TestConfigValidate(t *testing.T) {
 		{"reset limit alone", func(c *Config) { c.ResetLimit = 2 }, ErrConfig, "--reset-limit needs an elastic job"},
 		{"negative reset limit", func(c *Config) { c.MinNP, c.ResetLimit = 1, -1 }, ErrConfig, "--reset-limit -1 is negative"},
 		{"elastic srun", func(c *Config) { c.MinNP, c.Launcher = 1, SpawnSrun }, ErrConfig, "cannot run its ranks as srun steps"},
+		{"output ranks", func(c *Config) { c.OutputRanks = []int{0, 1} }, nil, ""},
+		{"output rank beyond np", func(c *Config) { c.OutputRanks = []int{2} }, ErrConfig, "--output-ranks 2 is not a rank of -np 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

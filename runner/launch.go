@@ -96,7 +96,11 @@ func Launch(ctx context.Context, cfg Config) error {
 	if err := preflight(ctx, cfg, slots, spawnerFor, addrOf); err != nil {
 		return orInterrupted(ctx, err)
 	}
-	out, err := newOutput(cfg.Stdout, cfg.Stderr, cfg.OutputDir, len(slots))
+	oopts := outputOptions{ranks: cfg.OutputRanks}
+	if cfg.TimestampOutput {
+		oopts.now = time.Now
+	}
+	out, err := newOutput(cfg.Stdout, cfg.Stderr, cfg.OutputDir, len(slots), oopts)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // maxLineLen bounds how much of a line is held back: a longer line is
@@ -104,11 +105,21 @@ func (s *syncWriter) writeLine(prefix string, line []byte) {
 type output struct {
 	stdout, stderr *syncWriter
 	dir            string
-	width          int // digits in rank directory names (rank.07 when size > 10)
+	width          int          // digits in rank directory names (rank.07 when size > 10)
+	show           map[int]bool // the ranks shown on the terminal; nil: all
+	stamp          func() time.Time
+}
+
+// outputOptions are the terminal's filters: the ranks it shows (nil:
+// all; the others still go to their files) and a clock to prefix each
+// line with the time (nil: no time).
+type outputOptions struct {
+	ranks []int
+	now   func() time.Time
 }
 
 // newOutput prepares the output of a job of size ranks; dir may be "".
-func newOutput(stdout, stderr io.Writer, dir string, size int) (*output, error) {
+func newOutput(stdout, stderr io.Writer, dir string, size int, opts outputOptions) (*output, error) {
 	if dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("runner: output directory: %w", err)
@@ -120,7 +131,21 @@ func newOutput(stdout, stderr io.Writer, dir string, size int) (*output, error) 
 		stderr: &syncWriter{mu: mu, w: stderr},
 		dir:    dir,
 		width:  len(strconv.Itoa(max(size-1, 0))),
+		show:   rankSet(opts.ranks),
+		stamp:  opts.now,
 	}, nil
+}
+
+// rankSet is ranks as a set, nil for none given.
+func rankSet(ranks []int) map[int]bool {
+	if ranks == nil {
+		return nil
+	}
+	set := make(map[int]bool, len(ranks))
+	for _, r := range ranks {
+		set[r] = true
+	}
+	return set
 }
 
 // rankOutput is where one rank's standard output and error go.
@@ -146,9 +171,13 @@ func (o *output) open(rank int) (*rankOutput, error) {
 		}
 	}
 	r := strconv.Itoa(rank)
+	stdout, stderr := o.stdout, o.stderr
+	if o.show != nil && !o.show[rank] {
+		stdout, stderr = nil, nil // its files only
+	}
 	return &rankOutput{
-		Stdout: newRankStream(o.stdout, "["+r+"]<stdout>: ", files[0]),
-		Stderr: newRankStream(o.stderr, "["+r+"]<stderr>: ", files[1]),
+		Stdout: newRankStream(stdout, "["+r+"]<stdout>: ", files[0], o.stamp),
+		Stderr: newRankStream(stderr, "["+r+"]<stderr>: ", files[1], o.stamp),
 	}, nil
 }
 
@@ -163,18 +192,29 @@ func closeFiles(files []*os.File) {
 	}
 }
 
+// stampLayout is the time before each line with
+// --prefix-output-with-timestamp.
+const stampLayout = "2006-01-02T15:04:05.000Z"
+
 // rankStream is one stream of one rank: an io.Writer that prefixes each
-// line onto a shared stream and copies it, unprefixed, to a file.
+// line onto a shared stream (none: the terminal does not show the rank)
+// and copies it, unprefixed, to a file.
 type rankStream struct {
 	*lineWriter
 	file    *os.File // nil without an output directory
 	fileErr error    // first error writing file
 }
 
-func newRankStream(term *syncWriter, prefix string, file *os.File) *rankStream {
+func newRankStream(term *syncWriter, prefix string, file *os.File, stamp func() time.Time) *rankStream {
 	s := &rankStream{file: file}
 	s.lineWriter = newLineWriter(func(line []byte) {
-		term.writeLine(prefix, line)
+		switch {
+		case term == nil:
+		case stamp != nil:
+			term.writeLine(stamp().UTC().Format(stampLayout)+" "+prefix, line)
+		default:
+			term.writeLine(prefix, line)
+		}
 		if s.file != nil && s.fileErr == nil {
 			_, s.fileErr = s.file.Write(line)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorovod/gorovod/internal/testutil"
 )
@@ -63,7 +64,7 @@ func lengths(s []string) []int {
 func TestOutputLinesNeverMix(t *testing.T) {
 	const ranks, lines = 8, 120
 	var term testutil.SyncBuffer
-	out, err := newOutput(&term, &term, "", ranks)
+	out, err := newOutput(&term, &term, "", ranks, outputOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestOutputLinesNeverMix(t *testing.T) {
 func TestOutputEmptyLineAndDirNames(t *testing.T) {
 	var term testutil.SyncBuffer
 	dir := t.TempDir()
-	out, err := newOutput(&term, &term, dir, 12)
+	out, err := newOutput(&term, &term, dir, 12, outputOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +129,38 @@ func TestOutputEmptyLineAndDirNames(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(dir, "rank.03", "stderr")); err != nil || string(got) != "\nx\n" {
 		t.Errorf("rank.03/stderr = %q, %v", got, err)
+	}
+}
+
+// TestOutputRanksAndTimestamps: the terminal shows only the ranks asked
+// for, each line after the time, while every rank's file gets its lines
+// as they were.
+func TestOutputRanksAndTimestamps(t *testing.T) {
+	var term testutil.SyncBuffer
+	dir := t.TempDir()
+	at := time.Date(2026, 11, 24, 11, 5, 7, 123456789, time.UTC)
+	out, err := newOutput(&term, &term, dir, 3, outputOptions{ranks: []int{0, 2}, now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range 3 {
+		ro, err := out.open(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(ro.Stdout, "hello from %d\n", r)
+		if err := ro.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "2026-11-24T11:05:07.123Z [0]<stdout>: hello from 0\n2026-11-24T11:05:07.123Z [2]<stdout>: hello from 2\n"
+	if got := term.String(); got != want {
+		t.Errorf("terminal = %q, want %q", got, want)
+	}
+	for r := range 3 {
+		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%d", r), "stdout"))
+		if want := fmt.Sprintf("hello from %d\n", r); err != nil || string(got) != want {
+			t.Errorf("rank.%d/stdout = %q, %v; want %q", r, got, err, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +80,10 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	cfg.BindAddr, cfg.NetworkInterface = c.String("bind-addr"), c.String("network-interface")
 	cfg.SSHPort, cfg.SSHIdentityFile = c.Int("ssh-port"), c.String("ssh-identity-file")
 	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")
+	cfg.TimestampOutput = c.Bool("prefix-output-with-timestamp")
+	if cfg.OutputRanks, err = ranksOf(c.String("output-ranks")); err != nil {
+		return cfg, err
+	}
 	cfg.Stdout, cfg.Stderr = stdout, stderr
 	if cfg.Knobs, err = knobsOf(c); err != nil {
 		return cfg, err
@@ -86,6 +91,23 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	flagOf := knobFlags()
 	err = cfg.KnobsFromEnviron(os.Getenv, func(name string) bool { return c.IsSet(flagOf[name]) })
 	return cfg, err
+}
+
+// ranksOf parses --output-ranks: ranks separated by commas; "" gives nil
+// (every rank).
+func ranksOf(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var ranks []int
+	for _, f := range strings.Split(s, ",") {
+		r, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || r < 0 {
+			return nil, usagef("--output-ranks %q: want ranks (non-negative integers) separated by commas, as 0 or 0,3", s)
+		}
+		ranks = append(ranks, r)
+	}
+	return ranks, nil
 }
 
 // hostsOf reads -H or -hostfile (at most one of them); nil when neither.

@@ -61,6 +61,9 @@ func flags() []cli.Flag {
 
 		&cli.StringFlag{Name: "output-filename", Category: catOutput, TakesFile: true,
 			Usage: "also write each rank's output to DIR/rank.R/stdout and DIR/rank.R/stderr"},
+		&cli.StringFlag{Name: "output-ranks", Category: catOutput,
+			Usage: "show only these ranks' output on the terminal, comma separated (0 or 0,3); all still go to --output-filename", DefaultText: "all"},
+		&cli.BoolFlag{Name: "prefix-output-with-timestamp", Category: catOutput, Usage: "put the time (UTC, milliseconds) before every line of the ranks' output on the terminal"},
 		&cli.BoolFlag{Name: "verbose", Category: catOutput, Usage: "log the rank placement and the commands run, at info level (write --verbose=false to unset)"},
 
 		&cli.IntFlag{Name: "fusion-threshold-mb", Category: catTuning, Value: int(def.FusionThreshold >> 20),

@@ -221,3 +221,20 @@ func TestNumProcAliases(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputFlags: --output-ranks and --prefix-output-with-timestamp reach
+// the Config; a rank list that is not one is a usage error.
+func TestOutputFlags(t *testing.T) {
+	cfg, err := parse(t, "-np", "4", "--output-ranks", "0, 3", "--prefix-output-with-timestamp", "./train")
+	if err != nil || !slices.Equal(cfg.OutputRanks, []int{0, 3}) || !cfg.TimestampOutput {
+		t.Fatalf("ranks %v, timestamp %v, %v", cfg.OutputRanks, cfg.TimestampOutput, err)
+	}
+	if cfg, err := parse(t, "-np", "4", "./train"); err != nil || cfg.OutputRanks != nil || cfg.TimestampOutput {
+		t.Fatalf("defaults: ranks %v, timestamp %v, %v", cfg.OutputRanks, cfg.TimestampOutput, err)
+	}
+	for _, bad := range []string{"x", "0,-1", "1,,2"} {
+		if _, err := parse(t, "-np", "4", "--output-ranks", bad, "./train"); err == nil || !strings.Contains(err.Error(), "want ranks") {
+			t.Errorf("--output-ranks %q: %v", bad, err)
+		}
+	}
+}
