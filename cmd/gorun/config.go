@@ -26,6 +26,40 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// rawArgsKey is the App.Metadata key of the command line as given, which
+// flagsAfterProgram reads.
+const rawArgsKey = "args"
+
+// flagsAfterProgram warns, on stderr, about gorun flags written after the
+// program ("gorun ./hello -np 2"): they go to the program, as everything
+// after it does. After "--" (gorun -- ./hello -np 2) the user said so, and
+// nothing is said.
+func flagsAfterProgram(c *cli.Context, stderr io.Writer) {
+	raw, _ := c.App.Metadata[rawArgsKey].([]string)
+	prog := c.Args().Slice()
+	at := len(raw) - len(prog) // the program's index: the positional arguments are the command line's tail
+	if at < 1 || at > len(raw) || raw[at-1] == "--" {
+		return
+	}
+	names := map[string]bool{}
+	for _, f := range c.App.Flags {
+		for _, n := range f.Names() {
+			names[n] = true
+		}
+	}
+	var ours []string
+	for _, a := range prog[1:] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && names[name] {
+			ours = append(ours, a)
+		}
+	}
+	if len(ours) > 0 {
+		fmt.Fprintf(stderr, "gorun: note: %s after the program %s %s to the program, not to gorun; gorun's flags go before the program (write -- before it to pass them on without this note)\n",
+			strings.Join(ours, " "), prog[0], map[bool]string{true: "goes", false: "go"}[len(ours) == 1])
+	}
+}
+
 // boolValueAsProgram refuses a program named true or false when a boolean
 // flag is set: "--verbose false" gives --verbose no value (boolean flags
 // take none) and would run false(1) as the program.
@@ -52,6 +86,7 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	if err := boolValueAsProgram(c, cfg.Command[0]); err != nil {
 		return cfg, err
 	}
+	flagsAfterProgram(c, stderr)
 	hosts, err := hostsOf(c)
 	if err != nil {
 		return cfg, err

@@ -238,3 +238,35 @@ func TestOutputFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsAfterProgram: gorun's flags written after the program go to it,
+// with a note that says so; after "--" there is no note, and a program's
+// own flags that gorun does not have get none either.
+func TestFlagsAfterProgram(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		note string
+	}{
+		{[]string{"-np", "2", "./hello", "-np", "4", "--verbose", "--epochs", "3"},
+			"gorun: note: -np --verbose after the program ./hello go to the program, not to gorun; gorun's flags go before the program (write -- before it to pass them on without this note)\n"},
+		{[]string{"-np", "2", "./hello", "--x=1"},
+			"gorun: note: --x=1 after the program ./hello goes to the program, not to gorun; gorun's flags go before the program (write -- before it to pass them on without this note)\n"},
+		{[]string{"-np", "2", "--", "./hello", "-np", "4"}, ""},
+		{[]string{"-np", "2", "./hello", "--epochs", "3"}, ""},
+	} {
+		var out, errOut bytes.Buffer
+		var cfg runner.Config
+		app := newApp(&out, &errOut, func(c runner.Config) error { cfg = c; return nil })
+		args := append([]string{"gorun"}, c.args...)
+		app.Metadata = map[string]any{rawArgsKey: args}
+		if err := app.Run(args); err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if got := errOut.String(); got != c.note {
+			t.Errorf("%q: stderr %q, want %q", c.args, got, c.note)
+		}
+		if cfg.NP != 2 || cfg.Command[0] != "./hello" {
+			t.Errorf("%q: np %d, command %q", c.args, cfg.NP, cfg.Command)
+		}
+	}
+}

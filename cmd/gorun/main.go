@@ -29,6 +29,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr, func(cfg runner.Config) error {
 		return runner.Launch(ctx, cfg)
 	})
+	app.Metadata = map[string]any{rawArgsKey: args}
 	err := app.Run(args)
 	report(stderr, err)
 	return exitCode(err)
