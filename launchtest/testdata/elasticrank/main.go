@@ -2,12 +2,16 @@
 // it trains, through hvd.RunElastic, a model that sums the samples it
 // processes (w[0]), their squares (w[1]) and their count (w[2]) with an
 // all-reduce that sums, so that the final parameters show whether every
-// sample of every epoch was processed exactly once. The workers named in
-// ELASTIC_DIE (a comma-separated list) kill themselves with SIGKILL after committing step
-// ELASTIC_DIE_STEP (printing the time first); a step sleeps ELASTIC_STEP_MS
-// milliseconds (default 5); every worker prints the
-// time of its first step after each formation, and the final rank 0 the
-// parameters.
+// sample of every epoch was processed exactly once.
+//
+// The workers named in ELASTIC_DIE (a comma-separated list) kill
+// themselves with SIGKILL after the update of step ELASTIC_DIE_STEP, before
+// committing it (printing the time first). The worker named in
+// ELASTIC_DIE_IN_SYNC kills itself while it decodes rank 0's state for the
+// ELASTIC_DIE_IN_SYNC_AT-th time (a Sync of the state, or a Restore,
+// decodes it). A step sleeps ELASTIC_STEP_MS milliseconds (default 5).
+// Every worker prints the time of its first step after each formation,
+// and the final rank 0 the parameters.
 package main
 
 import (
@@ -83,16 +87,19 @@ func run() error {
 				}
 				sampler.Advance(rt.Size())
 				progress.Steps++
-				if err := state.Commit(); err != nil {
-					return err
-				}
 				if first {
 					fmt.Printf("first step of a formation of %d ranks at %d\n", rt.Size(), time.Now().UnixNano())
 					first = false
 				}
+				// Before the commit, which could see a newer generation
+				// (another worker died first) and reset this one instead:
+				// every worker named dies after the same update.
 				if die && progress.Steps == dieAt {
 					fmt.Printf("dying at %d\n", time.Now().UnixNano())
 					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+				if err := state.Commit(); err != nil {
+					return err
 				}
 				time.Sleep(stepTime) // a step of compute
 			}
