@@ -12,6 +12,7 @@ import (
 	"github.com/gorovod/gorovod/collective/tcptransport"
 	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // ErrHostsUpdated is what ElasticState.Commit returns, after committing,
@@ -283,5 +284,5 @@ func startTimeoutOf(c Config) time.Duration {
 	if d := c.workerEnv().StartTimeout; d > 0 {
 		return d
 	}
-	return 30 * time.Second
+	return settings.DefaultStartTimeout
 }

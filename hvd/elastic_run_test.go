@@ -162,6 +162,16 @@ func (j *elasticJob) run(ctx context.Context, w *elasticWorker, onStep func(ctx 
 	return err
 }
 
+// kill cancels worker id, as a process killed with its sockets closing,
+// and fails unless its RunElastic ends for that.
+func (j *elasticJob) kill(id string) {
+	j.t.Helper()
+	j.workers[id].cancel()
+	if err := j.wait(id); !errors.Is(err, context.Canceled) {
+		j.t.Fatalf("the killed worker %s returned %v", id, err)
+	}
+}
+
 // wait returns worker id's result.
 func (j *elasticJob) wait(id string) error {
 	j.mu.Lock()
@@ -213,10 +223,7 @@ func TestRunElastic(t *testing.T) {
 	}
 	j.publish("w0", "w1", "w2", "w3")
 	<-killed
-	j.workers["w2"].cancel()
-	if err := j.wait("w2"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("the killed worker returned %v", err)
-	}
+	j.kill("w2")
 	j.publish("w0", "w1", "w3")
 	select {
 	case <-added:
@@ -280,15 +287,9 @@ func TestRunElasticTwoFailures(t *testing.T) {
 	}
 	j.publish("w0", "w1", "w2", "w3")
 	<-killed
-	j.workers["w2"].cancel()
-	if err := j.wait("w2"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("the first killed worker returned %v", err)
-	}
+	j.kill("w2")
 	j.publish("w0", "w1", "w3")
-	j.workers["w3"].cancel()
-	if err := j.wait("w3"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("the second killed worker returned %v", err)
-	}
+	j.kill("w3")
 	j.publish("w0", "w1")
 	j.wantSums("w0", "w1")
 }

@@ -352,7 +352,7 @@ func (j *job) waitedTooLong() error {
 	var seen []string
 	now := time.Now()
 	for _, h := range e.hosts {
-		s := fmt.Sprintf("%s:%d", h.Name, h.Slots)
+		s := h.String()
 		if until := e.banned[h.Name]; now.Before(until) {
 			s += fmt.Sprintf(" (a rank failed there; no new ranks for %v more)", until.Sub(now).Round(time.Second))
 		}

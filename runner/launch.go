@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -161,11 +159,7 @@ func hostList(hosts []Host) string {
 	if len(hosts) == 0 {
 		return "none"
 	}
-	parts := make([]string, len(hosts))
-	for i, h := range hosts {
-		parts[i] = net.JoinHostPort(h.Name, strconv.Itoa(h.Slots))
-	}
-	return strings.Join(parts, ", ")
+	return strings.ReplaceAll(FormatHosts(hosts), ",", ", ")
 }
 
 // withDefaults fills in the writers, and the working directory.
