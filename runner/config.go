@@ -59,7 +59,7 @@ type Config struct {
 	// rendezvous.
 	NetworkInterface string
 
-	// OutputDir, if set, receives DIR/rank.R/stdout and DIR/rank.R/stderr
+	// OutputDir, if set, receives DIR/rank.RR/stdout and DIR/rank.RR/stderr
 	// for every rank R, unprefixed, in addition to the terminal output.
 	OutputDir string
 	// OutputRanks, if not nil, are the ranks whose output the terminal

@@ -139,7 +139,7 @@
 // Every line a rank writes reaches cfg.Stdout or cfg.Stderr whole, as
 // "[R]<stdout>: text" or "[R]<stderr>: text" (an unfinished last line is
 // flushed when the rank exits; lines longer than 64 KiB are cut), and, with
-// OutputDir, DIR/rank.R/stdout and DIR/rank.R/stderr unprefixed. Verbose
+// OutputDir, DIR/rank.RR/stdout and DIR/rank.RR/stderr unprefixed. Verbose
 // logs the placement and each command, with the secret redacted.
 //
 // A failed rank — a non-zero exit, death by a signal, a lost ssh

@@ -271,8 +271,8 @@ func TestLaunchOutputPrefixAndFiles(t *testing.T) {
 	checkLines(t, "stdout", stdout.String(), wantOut)
 	checkLines(t, "stderr", stderr.String(), wantErr)
 	files := map[string]string{
-		"rank.0/stdout": "hello\nworld\n", "rank.0/stderr": "",
-		"rank.1/stdout": "one\n", "rank.1/stderr": "oops\npartial",
+		"rank.00/stdout": "hello\nworld\n", "rank.00/stderr": "",
+		"rank.01/stdout": "one\n", "rank.01/stderr": "oops\npartial",
 	}
 	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join(cfg.OutputDir, name))

@@ -101,11 +101,11 @@ func (s *syncWriter) writeLine(prefix string, line []byte) {
 
 // output fans the ranks' streams into gorun's stdout and stderr, each line
 // prefixed "[R]<stdout>: " or "[R]<stderr>: ", and, with a directory, into
-// DIR/rank.R/stdout and DIR/rank.R/stderr as well.
+// DIR/rank.RR/stdout and DIR/rank.RR/stderr as well.
 type output struct {
 	stdout, stderr *syncWriter
 	dir            string
-	width          int          // digits in rank directory names (rank.07 when size > 10)
+	width          int          // digits in rank directory names: at least 2 (rank.00, rank.07; rank.007 past 100 ranks)
 	show           map[int]bool // the ranks shown on the terminal; nil: all
 	stamp          func() time.Time
 }
@@ -130,7 +130,7 @@ func newOutput(stdout, stderr io.Writer, dir string, size int, opts outputOption
 		stdout: &syncWriter{mu: mu, w: stdout},
 		stderr: &syncWriter{mu: mu, w: stderr},
 		dir:    dir,
-		width:  len(strconv.Itoa(max(size-1, 0))),
+		width:  max(2, len(strconv.Itoa(max(size-1, 0)))),
 		show:   rankSet(opts.ranks),
 		stamp:  opts.now,
 	}, nil

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -158,9 +159,38 @@ func TestOutputRanksAndTimestamps(t *testing.T) {
 		t.Errorf("terminal = %q, want %q", got, want)
 	}
 	for r := range 3 {
-		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%d", r), "stdout"))
+		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%02d", r), "stdout"))
 		if want := fmt.Sprintf("hello from %d\n", r); err != nil || string(got) != want {
-			t.Errorf("rank.%d/stdout = %q, %v; want %q", r, got, err, want)
+			t.Errorf("rank.%02d/stdout = %q, %v; want %q", r, got, err, want)
+		}
+	}
+}
+
+// TestOutputDirWidth: rank directories are zero-padded to two digits at
+// least, and to the digits of the highest rank beyond that, so that they
+// sort in rank order.
+func TestOutputDirWidth(t *testing.T) {
+	for _, tc := range []struct {
+		size, rank int
+		want       string
+	}{
+		{1, 0, "rank.00"}, {4, 3, "rank.03"}, {10, 9, "rank.09"}, {100, 99, "rank.99"},
+		{101, 7, "rank.007"}, {101, 100, "rank.100"}, {1001, 42, "rank.0042"},
+	} {
+		dir := t.TempDir()
+		out, err := newOutput(io.Discard, io.Discard, dir, tc.size, outputOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro, err := out.open(tc.rank)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ro.close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, tc.want, "stdout")); err != nil {
+			t.Errorf("size %d, rank %d: want %s/stdout: %v", tc.size, tc.rank, tc.want, err)
 		}
 	}
 }

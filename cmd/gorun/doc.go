@@ -55,7 +55,7 @@
 //
 // Output:
 //
-//	--output-filename DIR  also write DIR/rank.R/stdout and DIR/rank.R/stderr
+//	--output-filename DIR  also write DIR/rank.RR/stdout and DIR/rank.RR/stderr
 //	--verbose              log the placement and the commands (never the secret)
 //
 // gorun's own log shows warnings and errors; --verbose adds its info records

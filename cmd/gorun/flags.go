@@ -60,7 +60,7 @@ func flags() []cli.Flag {
 			Usage: "ssh private key for remote hosts", DefaultText: "ssh's"},
 
 		&cli.StringFlag{Name: "output-filename", Category: catOutput, TakesFile: true,
-			Usage: "also write each rank's output to DIR/rank.R/stdout and DIR/rank.R/stderr"},
+			Usage: "also write each rank's output to DIR/rank.RR/stdout and DIR/rank.RR/stderr"},
 		&cli.StringFlag{Name: "output-ranks", Category: catOutput,
 			Usage: "show only these ranks' output on the terminal, comma separated (0 or 0,3); all still go to --output-filename", DefaultText: "all"},
 		&cli.BoolFlag{Name: "prefix-output-with-timestamp", Category: catOutput, Usage: "put the time (UTC, milliseconds) before every line of the ranks' output on the terminal"},

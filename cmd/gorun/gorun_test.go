@@ -136,9 +136,9 @@ func TestGorunOutputFiles(t *testing.T) {
 	}
 	for rank := range 2 {
 		for name, want := range map[string]string{"stdout": fmt.Sprintf("out %d\n", rank), "stderr": "err"} {
-			got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%d", rank), name))
+			got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%02d", rank), name))
 			if err != nil || string(got) != want {
-				t.Errorf("rank.%d/%s = %q, %v; want %q", rank, name, got, err, want)
+				t.Errorf("rank.%02d/%s = %q, %v; want %q", rank, name, got, err, want)
 			}
 		}
 		if want := fmt.Sprintf("[%d]<stderr>: err\n", rank); !strings.Contains(r.stderr, want) {
