@@ -17,6 +17,7 @@ const (
 	catHosts  = "hosts"
 	catOutput = "output"
 	catTuning = "tuning (passed to every rank)"
+	catInfo   = "information (print and exit)"
 )
 
 // flags returns gorun's flags. Values are new on every call, so that each
@@ -28,6 +29,10 @@ func flags() []cli.Flag {
 			DefaultText: "all the slots of -H or -hostfile"},
 		&cli.GenericFlag{Name: "start-timeout", Category: catJob, Value: &duration{def.StartTimeout},
 			Usage: "how long ranks wait for each other in hvd.Init, and for host checks (Go duration, or seconds) [$GOROVOD_START_TIMEOUT]"},
+		&cli.StringFlag{Name: "config-file", Category: catJob, TakesFile: true,
+			Usage: "read flags from this YAML file, keys named like the flags (np: 4, hosts: [a:2, b:2], fusion-threshold-mb: 32; fusion_threshold_mb too); a flag on the command line wins over the file, the file over GOROVOD_ variables"},
+		&cli.StringFlag{Name: "bind-to", Category: catJob, Value: "none",
+			Usage: "core: bind each rank to its own share of its host's processors (contiguous blocks, processors ÷ ranks on the host each); none: let the kernel place them"},
 		&cli.StringSliceFlag{Name: "x", Category: catJob,
 			Usage: "pass environment variable NAME (or set NAME=value) to every rank; repeatable, NAME1,NAME2 allowed"},
 		&cli.IntFlag{Name: "min-np", Category: catJob,
@@ -65,6 +70,12 @@ func flags() []cli.Flag {
 			Usage: "show only these ranks' output on the terminal, comma separated (0 or 0,3); all still go to --output-filename", DefaultText: "all"},
 		&cli.BoolFlag{Name: "prefix-output-with-timestamp", Category: catOutput, Usage: "put the time (UTC, milliseconds) before every line of the ranks' output on the terminal"},
 		&cli.BoolFlag{Name: "verbose", Category: catOutput, Usage: "log the rank placement and the commands run, at info level (write --verbose=false to unset)"},
+
+		&cli.BoolFlag{Name: "check-build", Category: catInfo,
+			Usage: "print what this build of gorun supports (transports, shared memory, CUDA, kernels, launchers) and exit"},
+		&cli.StringFlag{Name: "completion", Category: catInfo,
+			Usage: "print a completion script for this shell (bash or zsh) and exit: source <(gorun --completion bash)"},
+		&cli.BoolFlag{Name: "man", Category: catInfo, Usage: "print gorun's manual page (roff) and exit: gorun --man | man -l -"},
 
 		&cli.IntFlag{Name: "fusion-threshold-mb", Category: catTuning, Value: int(def.FusionThreshold >> 20),
 			Usage: "MiB of tensors fused into one all-reduce; 0 disables fusion [$GOROVOD_FUSION_THRESHOLD, in bytes]"},

@@ -62,6 +62,12 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run decides the exit status
 		Action: func(c *cli.Context) error {
+			if done, err := inform(c, stdout); done {
+				return err
+			}
+			if err := applyConfigFile(c); err != nil {
+				return err
+			}
 			cfg, err := config(c, stdout, stderr)
 			if err != nil {
 				return err
@@ -69,6 +75,21 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 			return launch(cfg)
 		},
 	}
+}
+
+// inform runs the information flags (--check-build, --completion,
+// --man): it prints what they ask for and reports done, or reports not
+// done when none is given.
+func inform(c *cli.Context, stdout io.Writer) (done bool, err error) {
+	switch {
+	case c.Bool("check-build"):
+		return true, checkBuild(stdout)
+	case c.IsSet("completion"):
+		return true, completionScript(stdout, c.String("completion"), c.App)
+	case c.Bool("man"):
+		return true, manPage(stdout, c.App)
+	}
+	return false, nil
 }
 
 // version is the module version gorun was built from.
