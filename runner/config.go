@@ -75,6 +75,12 @@ type Config struct {
 	// ranks inherit gorun's whole environment anyway.
 	ForwardEnv []string
 
+	// BindTo is BindCore to run each rank on its own block of its host's
+	// processors, or BindNone ("" too) to let the kernel place ranks (gorun
+	// --bind-to). Either way every rank's ThreadVars default to its share
+	// of its host's processors (see CPUShare).
+	BindTo string
+
 	// SSHPort is the ssh port of remote hosts; 0 means ssh's default.
 	SSHPort int
 	// SSHIdentityFile is the private key ssh uses; "" means ssh's default.
@@ -165,6 +171,7 @@ func (c Config) Validate() error {
 	check(c.SSHPort >= 0 && c.SSHPort < 1<<16, "ssh port %d is not in 0..65535", c.SSHPort)
 	check(c.SSHConnectTimeout >= 0, "ssh connect timeout %v is negative", c.SSHConnectTimeout)
 	errs = append(errs, c.checkLauncher())
+	check(c.BindTo == "" || c.BindTo == BindNone || c.BindTo == BindCore, "--bind-to %q: want core or none", c.BindTo)
 	for _, kv := range c.ForwardEnv {
 		errs = append(errs, checkForward(kv))
 	}

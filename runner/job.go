@@ -95,6 +95,7 @@ func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(strin
 			Argv: j.cfg.Command,
 			Env:  append(append([]string(nil), forward...), env.ForSlot(s).Environ()...),
 			Dir:  j.cfg.Dir,
+			CPUs: CPUShare{Index: s.LocalRank, Of: s.LocalSize, Bind: j.cfg.BindTo == BindCore},
 		}
 		if j.cfg.MinNP > 0 {
 			c.Env = append(c.Env, EnvElasticID+"="+elasticID(s.Host, s.Rank))

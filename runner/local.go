@@ -25,8 +25,9 @@ const localWaitDelay = time.Second
 // with its group. The rank gets SIGKILL if gorun dies (Linux's parent-death
 // signal), so even a SIGKILLed gorun leaves no rank behind; processes the
 // rank itself started survive that case, and an hvd rank notices the lost
-// rendezvous instead. Its environment is gorun's plus Command.Env, and its
-// standard input is empty.
+// rendezvous instead. Its environment is gorun's plus Command.Env plus the
+// thread defaults of Command.CPUs, which also binds it to its processors
+// (see CPUShare); its standard input is empty.
 type LocalSpawner struct{}
 
 // Spawn starts c for slot s; see Spawner.
@@ -48,7 +49,7 @@ func (LocalSpawner) Spawn(ctx context.Context, s Slot, c Command, stdout, stderr
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	cmd.WaitDelay = localWaitDelay
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := startLocked(cmd); err != nil {
+	if err := startShared(cmd, c.CPUs); err != nil {
 		return nil, fmt.Errorf("runner: rank %d on %s: start %s: %w", s.Rank, s.Host, strconv.Quote(c.Argv[0]), err)
 	}
 	p.cmd = cmd

@@ -15,6 +15,7 @@ type Command struct {
 	Argv []string
 	Env  []string // "NAME=value" entries added for this rank
 	Dir  string
+	CPUs CPUShare // the rank's share of its host's processors: thread defaults and binding
 }
 
 // Spawner starts one rank. The local spawner runs it with os/exec; the ssh

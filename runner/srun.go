@@ -21,7 +21,9 @@ const (
 // travels in srun's environment (--export=ALL), which Slurm carries to
 // the node over its own munge-signed (not encrypted) connection; it never
 // appears on a command line. Steps overlap (--overlap), so ranks share the
-// allocation's CPUs, and are not bound to one CPU (--cpu-bind=none).
+// allocation's CPUs, and are not bound to one CPU (--cpu-bind=none):
+// Command.CPUs applies on the node instead, through a shell prelude that
+// sees the step's processors (see CPUShare).
 type SrunSpawner struct {
 	// Srun is the srun program; "" means "srun" on PATH.
 	Srun string
@@ -41,7 +43,8 @@ func (sp SrunSpawner) Spawn(ctx context.Context, s Slot, c Command, stdout, stde
 		argv = append(argv, "--chdir="+c.Dir)
 	}
 	argv = append(append(argv, sp.ExtraArgs...), "--")
-	p, err := LocalSpawner{}.Spawn(ctx, s, Command{Argv: append(argv, c.Argv...), Env: c.Env, Dir: c.Dir}, stdout, stderr)
+	// The CPU share applies on the node (cpuPrelude), not to srun here.
+	p, err := LocalSpawner{}.Spawn(ctx, s, Command{Argv: append(argv, withCPUPrelude(c.CPUs, c.Argv)...), Env: c.Env, Dir: c.Dir}, stdout, stderr)
 	if err != nil {
 		return nil, err
 	}

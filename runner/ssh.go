@@ -146,6 +146,10 @@ type sshSpawner struct {
 // that directory does not exist it warns on the rank's stderr and runs in
 // the remote home directory, as Open MPI and Horovod do.
 //
+// Processors. With Command.CPUs the program starts through a prelude that
+// applies the rank's share of the remote host's processors there (thread
+// defaults, and binding with taskset; see CPUShare).
+//
 // Liveness. The program runs with standard input from /dev/null, while the
 // wrapper watches ssh's standard input, which the Process keeps open for the
 // rank's lifetime. At EOF (gorun closed it to stop the rank, or gorun or the
@@ -227,7 +231,7 @@ func (sp *sshSpawner) command(host string, c Command) (argv []string, stdin []by
 	if stdin, err = sshEnvStream(env); err != nil {
 		return nil, nil, err
 	}
-	remote, err := sshRemoteCommand(ceilSeconds(sp.cfg.GracePeriod), c.Dir, c.Argv)
+	remote, err := sshRemoteCommand(ceilSeconds(sp.cfg.GracePeriod), c.Dir, withCPUPrelude(c.CPUs, c.Argv))
 	if err != nil {
 		return nil, nil, err
 	}
