@@ -43,11 +43,13 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 		UsageText: "gorun [flags] program [args...]\ngorun -np 4 -H host1:2,host2:2 ./train --epochs 3",
 		Description: "Flags go before the program; everything from the program on is passed to it\n" +
 			"as is. Put -- before a program whose name starts with '-'.\n\n" +
-			"A tuning flag (or --start-timeout) that is not given takes the value of its\n" +
-			"GOROVOD_ variable (shown as [$NAME]) in gorun's environment, in the ranks' syntax\n" +
-			"(Go durations; GOROVOD_FUSION_THRESHOLD in bytes; GOROVOD_NO_SHARED_MEMORY and\n" +
-			"GOROVOD_AUTOTUNE 1 or 0; GOROVOD_HIERARCHICAL_ALLREDUCE auto, on or off),\n" +
-			"else its default: flag, then environment, then default.\n\n" +
+			"--config-file F sets the flags that F names (YAML, keys named like the flags)\n" +
+			"and the command line does not. A tuning flag (or --start-timeout) that neither\n" +
+			"sets takes the value of its GOROVOD_ variable (shown as [$NAME]) in gorun's\n" +
+			"environment, in the ranks' syntax (Go durations; GOROVOD_FUSION_THRESHOLD in\n" +
+			"bytes; GOROVOD_NO_SHARED_MEMORY and GOROVOD_AUTOTUNE 1 or 0;\n" +
+			"GOROVOD_HIERARCHICAL_ALLREDUCE auto, on or off), else its default: command\n" +
+			"line, then config file, then environment, then default.\n\n" +
 			"Exit status: 0 when every rank succeeded; the status of the first rank that\n" +
 			"failed (1 if it has none); 2 for a mistake on the command line; 130 when\n" +
 			"SIGINT or SIGTERM stopped the job.",

@@ -107,7 +107,7 @@ func TestKnobFlagsHelp(t *testing.T) {
 			t.Errorf("--help has no line for --%s naming $%s", flag, name)
 		}
 	}
-	if !strings.Contains(help, "flag, then environment, then default") {
+	if !strings.Contains(help, "command\n   line, then config file, then environment, then default") {
 		t.Errorf("--help does not state the precedence:\n%s", help)
 	}
 }
