@@ -116,6 +116,11 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	cfg.SSHPort, cfg.SSHIdentityFile = c.Int("ssh-port"), c.String("ssh-identity-file")
 	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")
 	cfg.TimestampOutput = c.Bool("prefix-output-with-timestamp")
+	switch cfg.BindTo = c.String("bind-to"); cfg.BindTo {
+	case runner.BindCore, runner.BindNone:
+	default:
+		return cfg, usagef("--bind-to %q: want core or none", cfg.BindTo)
+	}
 	if cfg.OutputRanks, err = ranksOf(c.String("output-ranks")); err != nil {
 		return cfg, err
 	}
