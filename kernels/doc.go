@@ -25,7 +25,8 @@
 // is a NaN (unlike a comparison-based select, which would depend on operand
 // order), and -0 counts as smaller than +0 (IEEE 754-2019 minimum/maximum, as
 // Go's built-in min and max). Float32 and float64 sums use gonum's AXPY
-// (SSE assembly on amd64), which gives the same bits as a plain loop.
+// (SSE assembly on amd64; SumKernels says which this build has), which
+// gives the same bits as a plain loop.
 //
 // Float16 and BFloat16 are stored as bit patterns. Reductions widen both
 // operands to float32, combine them in float32 and narrow the result with
