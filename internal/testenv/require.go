@@ -14,6 +14,9 @@ const (
 	// RequireCluster: the launchers and emulated hosts of the end-to-end
 	// launch tests (launchtest: mpirun, mpiexec, Slurm, manual starts).
 	RequireCluster = "GOROVOD_REQUIRE_CLUSTER"
+	// RequireTools: zsh and groff, which check gorun's completion script
+	// and manual page (cmd/gorun).
+	RequireTools = "GOROVOD_REQUIRE_TOOLS"
 )
 
 // Required reports whether the switch named name is on: set to anything
