@@ -2,7 +2,6 @@ package launchtest
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,19 +12,16 @@ import (
 	"github.com/gorovod/gorovod/internal/testslurm"
 )
 
-// mpiHello builds ../shared/peers/src/mpi_hello.c (the peers' start-to-exit
+// mpiHello builds examples/hello/peers/mpi_hello.c (MPI's start-to-exit
 // reference) with MPICH's compiler, or skips b. (Debian's Open MPI
 // direct-launched by srun needs Slurm's PMIx plugin, which cannot run two
 // nodes that share one /tmp, as the emulated ones do; MPICH speaks
 // Slurm's PMI-2.)
 func mpiHello(b *testing.B) string {
 	b.Helper()
-	src, err := filepath.Abs("../../shared/peers/src/mpi_hello.c")
+	src, err := filepath.Abs("../examples/hello/peers/mpi_hello.c")
 	if err != nil {
 		b.Fatal(err)
-	}
-	if _, err := os.Stat(src); err != nil {
-		b.Skipf("the peers' mpi_hello.c is not beside this checkout: %v", err)
 	}
 	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
 		b.Skip("mpicc.mpich is not installed (apt-get install libmpich-dev)")
@@ -39,7 +35,7 @@ func mpiHello(b *testing.B) string {
 
 // BenchmarkStartToExit times a 4-rank hello from start to exit three ways,
 // in turn, on a two-node Slurm cluster: gorovod's hello under
-// srun -N 2 -n 4, the peers' MPI hello (MPICH) under srun --mpi=pmi2
+// srun -N 2 -n 4, MPI's hello (MPICH) under srun --mpi=pmi2
 // -N 2 -n 4, and gorovod's hello under gorun -np 4 on this host. It
 // reports each one's median in ms and the median of the differences
 // between the two srun starts taken in the same round.

@@ -26,7 +26,7 @@ type config struct {
 }
 
 // plan returns warm-up calls, max samples and calls per sample for a size,
-// the same table the peer benchmarks in shared/peers use, so that figures
+// the same table as peers/mpi_allreduce.c's, so that figures
 // are comparable.
 func plan(nbytes int) (warm, iters, k int) {
 	switch {

@@ -25,7 +25,7 @@ func TestParseSizes(t *testing.T) {
 
 // TestSweepCSV runs the benchmark on 3 in-process ranks (hvd runtimes over
 // an in-memory network, as hvd's tests build them) and checks the lines
-// shared/peers/run_all.sh parses: one RESULT line per size with a correct
+// peers/compare.sh parses: one RESULT line per size with a correct
 // check, then "# done".
 func TestSweepCSV(t *testing.T) {
 	const n = 3

@@ -22,7 +22,9 @@
 #   BUDGET=1.5 WARM_BUDGET=0.5   seconds of timed samples / warm-up per size (soft)
 #   RUN_TIMEOUT=240        hard limit per launch (s); a launch past it is killed and reported
 #   OUT=/tmp/gorovod-lab-bench   results.md, raw.tsv, logs/
-#   PEERS_SRC=<repo>/../shared/peers/src   mpi_allreduce_bench.c, gloo_allreduce_bench.py
+#   GLOO_BENCH=FILE        a Gloo all-reduce benchmark in Python that prints the RESULT lines
+#                          of peers/mpi_allreduce.c (takes --worker R --port P -n N -s SIZES
+#                          -b BUDGET -w WARM -l LABEL --timeout S); without it Gloo shows n/a
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,7 +39,7 @@ BUDGET=${BUDGET:-1.5}
 WARM_BUDGET=${WARM_BUDGET:-0.5}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 OUT=${OUT:-/tmp/gorovod-lab-bench}
-PEERS_SRC=${PEERS_SRC:-$ROOT/../shared/peers/src}
+GLOO_BENCH=${GLOO_BENCH:-}
 PY=/usr/bin/python3 # Debian's python3-torch is importable by Debian's python only
 
 T0=$(date +%s)
@@ -57,19 +59,19 @@ go build -o bin/gorun ./cmd/gorun && go build -o bin/allreduce_bench ./examples/
 	go build -o "$LAB" ./internal/testlab/cmd/lab || die "go build failed"
 MPICC=$(command -v mpicc.openmpi || command -v mpicc || true)
 MPIRUN=$(command -v mpirun.openmpi || command -v mpirun || true)
-MPI_BENCH=$OUT/bin/mpi_allreduce_bench
+MPI_BENCH=$OUT/bin/mpi_allreduce
 MPI_OK=0
-if [ -n "$MPICC" ] && [ -n "$MPIRUN" ] && "$MPICC" -O2 -o "$MPI_BENCH" "$PEERS_SRC/mpi_allreduce_bench.c"; then
+if [ -n "$MPICC" ] && [ -n "$MPIRUN" ] && "$MPICC" -O2 -o "$MPI_BENCH" "$HERE/peers/mpi_allreduce.c"; then
 	MPI_OK=1
 else
-	log "Open MPI (openmpi-bin, libopenmpi-dev) or $PEERS_SRC/mpi_allreduce_bench.c missing: its column shows n/a"
+	log "Open MPI (openmpi-bin, libopenmpi-dev) missing: its column shows n/a"
 fi
 GLOO_OK=0
-if [ -f "$PEERS_SRC/gloo_allreduce_bench.py" ] &&
+if [ -n "$GLOO_BENCH" ] && [ -f "$GLOO_BENCH" ] &&
 	$PY -c 'import sys, torch.distributed as d; sys.exit(0 if d.is_available() and d.is_gloo_available() else 1)' 2>/dev/null; then
 	GLOO_OK=1
 else
-	log "torch with gloo (python3-torch) or $PEERS_SRC/gloo_allreduce_bench.py missing: its column shows n/a"
+	log "no GLOO_BENCH, or no torch with gloo (python3-torch): its column shows n/a"
 fi
 # gloo_allreduce_bench.py's workers meet at tcp://127.0.0.1:PORT, which is one host's loopback;
 # this shim runs it unchanged with that address replaced by $MASTER_ADDR, the first host's.
@@ -174,7 +176,7 @@ gloo_launch() {
 	for ((r = 0; r < n; r++)); do
 		timeout -k 10 "$RUN_TIMEOUT" "$LAB_SSH" "root@${hs[r / per]}" \
 			"MASTER_ADDR=${hs[0]} GLOO_SOCKET_IFNAME=$LAB_IFNAME OMP_NUM_THREADS=1 exec $PY $GLOO_SHIM" \
-			"$PEERS_SRC/gloo_allreduce_bench.py --worker $r --port $port -n $n -s $sizes -b $BUDGET -w $WARM_BUDGET" \
+			"$GLOO_BENCH --worker $r --port $port -n $n -s $sizes -b $BUDGET -w $WARM_BUDGET" \
 			"-l gloo --timeout $RUN_TIMEOUT" >"$logf.rank$r" 2>&1 </dev/null &
 		pids+=($!)
 	done

@@ -40,7 +40,7 @@ func run(args []string, getenv func(string) string, out io.Writer) error {
 	iters := fs.Int("iters", 0, "max timed samples per size (0: 200 for small sizes down to 5 for 256M)")
 	budget := fs.Float64("budget", 1.5, "seconds of timed samples per size (at least 3 samples)")
 	warmBudget := fs.Float64("warm-budget", 0.5, "seconds of warm-up per size (at least 1 call)")
-	csv := fs.Bool("csv", false, "print RESULT,... lines and '# done' (shared/peers format)")
+	csv := fs.Bool("csv", false, "print RESULT,... lines and '# done' (as peers/mpi_allreduce.c prints them)")
 	label := fs.String("label", "gorovod", "label of the RESULT lines")
 	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default)")
 	inline := fs.Int("inline", 0, "largest buffer in bytes run inline, without pipelining goroutines (0: the library default)")

@@ -1,6 +1,6 @@
 // Command hello initialises gorovod, all-reduces one int32 and exits: the
-// launcher's start-to-exit reference, the counterpart of
-// shared/peers/src/mpi_hello.c. Under `gorun -np 4` rank 0 prints
+// launcher's start-to-exit reference, the counterpart of peers/mpi_hello.c
+// beside it. Under `gorun -np 4` rank 0 prints
 // "size=4 sum=10".
 package main
 
