@@ -22,9 +22,7 @@
 #   BUDGET=1.5 WARM_BUDGET=0.5   seconds of timed samples / warm-up per size (soft)
 #   RUN_TIMEOUT=240        hard limit per launch (s); a launch past it is killed and reported
 #   OUT=/tmp/gorovod-lab-bench   results.md, raw.tsv, logs/
-#   GLOO_BENCH=FILE        a Gloo all-reduce benchmark in Python that prints the RESULT lines
-#                          of peers/mpi_allreduce.c (takes --worker R --port P -n N -s SIZES
-#                          -b BUDGET -w WARM -l LABEL --timeout S); without it Gloo shows n/a
+#   GLOO_BENCH=peers/gloo_allreduce.py   the Gloo peer (its --worker mode, one per rank)
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,7 +37,7 @@ BUDGET=${BUDGET:-1.5}
 WARM_BUDGET=${WARM_BUDGET:-0.5}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 OUT=${OUT:-/tmp/gorovod-lab-bench}
-GLOO_BENCH=${GLOO_BENCH:-}
+GLOO_BENCH=${GLOO_BENCH:-$HERE/peers/gloo_allreduce.py}
 PY=/usr/bin/python3 # Debian's python3-torch is importable by Debian's python only
 
 T0=$(date +%s)
@@ -67,14 +65,15 @@ else
 	log "Open MPI (openmpi-bin, libopenmpi-dev) missing: its column shows n/a"
 fi
 GLOO_OK=0
-if [ -n "$GLOO_BENCH" ] && [ -f "$GLOO_BENCH" ] &&
+if [ -f "$GLOO_BENCH" ] &&
 	$PY -c 'import sys, torch.distributed as d; sys.exit(0 if d.is_available() and d.is_gloo_available() else 1)' 2>/dev/null; then
 	GLOO_OK=1
 else
-	log "no GLOO_BENCH, or no torch with gloo (python3-torch): its column shows n/a"
+	log "no torch with gloo (python3-torch): its column shows n/a"
 fi
-# gloo_allreduce_bench.py's workers meet at tcp://127.0.0.1:PORT, which is one host's loopback;
-# this shim runs it unchanged with that address replaced by $MASTER_ADDR, the first host's.
+# A Gloo benchmark whose workers meet at tcp://127.0.0.1:PORT would meet on one host's loopback;
+# this shim runs it with that address replaced by $MASTER_ADDR, the first host's
+# (peers/gloo_allreduce.py reads $MASTER_ADDR itself).
 GLOO_SHIM=$OUT/bin/gloo_lab.py
 cat >"$GLOO_SHIM" <<'EOF'
 import os, runpy, sys
