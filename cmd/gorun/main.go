@@ -43,11 +43,11 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 		UsageText: "gorun [flags] program [args...]\ngorun -np 4 -H host1:2,host2:2 ./train --epochs 3",
 		Description: "Flags go before the program; everything from the program on is passed to it\n" +
 			"as is. Put -- before a program whose name starts with '-'.\n\n" +
-			"--config-file F sets the flags that F names (YAML, keys named like the flags)\n" +
-			"and the command line does not. A tuning flag (or --start-timeout) that neither\n" +
-			"sets takes the value of its GOROVOD_ variable (shown as [$NAME]) in gorun's\n" +
-			"environment, in the ranks' syntax (Go durations; GOROVOD_FUSION_THRESHOLD in\n" +
-			"bytes; GOROVOD_NO_SHARED_MEMORY and GOROVOD_AUTOTUNE 1 or 0;\n" +
+			"A config file (--config-file F: YAML, keys named like the flags) sets the flags\n" +
+			"that it names and the command line does not. A tuning flag (or --start-timeout)\n" +
+			"that neither sets takes the value of its GOROVOD_ variable (shown as [$NAME]) in\n" +
+			"gorun's environment, in the ranks' syntax (Go durations; GOROVOD_FUSION_THRESHOLD\n" +
+			"in bytes; GOROVOD_NO_SHARED_MEMORY and GOROVOD_AUTOTUNE 1 or 0;\n" +
 			"GOROVOD_HIERARCHICAL_ALLREDUCE auto, on or off), else its default: command\n" +
 			"line, then config file, then environment, then default.\n\n" +
 			"Exit status: 0 when every rank succeeded; the status of the first rank that\n" +

@@ -17,11 +17,13 @@
 #            ompi-shm     Open MPI's defaults (shared memory, vader)
 #            ompi-tcp     Open MPI over loopback TCP only
 #            mpich        MPICH's mpiexec (shared memory)
+#            gloo         torch.distributed over Gloo (loopback TCP; Debian's python3-torch)
 #   BUDGET seconds of samples per size      [1.5]
 #   OUT    directory for the builds and results [a new one under /tmp]
 #
 # It needs Go, and for the MPI peers Debian's openmpi-bin libopenmpi-dev and
-# mpich (a peer whose compiler is missing is left out, with a note). It
+# mpich, and for Gloo python3-torch (a peer whose compiler or library is
+# missing is left out, with a note). It
 # prints, per rank count and size, the median over the rounds of each
 # peer's median time (µs) and bus bandwidth (GB/s, nccl-tests' busbw), and
 # gorovod's time as a ratio of the fastest MPI peer's; every launch's lines
@@ -61,8 +63,15 @@ for p in $PEERS; do
 			echo "compare.sh: no mpicc.mpich or mpiexec.mpich (apt install mpich): $p left out" >&2
 		fi
 		;;
+	gloo)
+		if /usr/bin/python3 -c 'import sys, torch.distributed as d; sys.exit(0 if d.is_available() and d.is_gloo_available() else 1)' 2>/dev/null; then
+			peers+=("$p")
+		else
+			echo "compare.sh: no torch with Gloo for /usr/bin/python3 (apt install python3-torch): $p left out" >&2
+		fi
+		;;
 	*)
-		echo "compare.sh: unknown peer $p (want gorovod, gorovod-tcp, ompi-shm, ompi-tcp or mpich)" >&2
+		echo "compare.sh: unknown peer $p (want gorovod, gorovod-tcp, ompi-shm, ompi-tcp, mpich or gloo)" >&2
 		exit 2
 		;;
 	esac
@@ -82,6 +91,7 @@ command_of() {
 	ompi-shm) echo "${ompi[@]}" -np "$n" "$OUT/mpi_allreduce_ompi" -l ompi-shm -s "$SIZES" "${sample[@]}" ;;
 	ompi-tcp) echo "${ompi[@]}" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo -np "$n" "$OUT/mpi_allreduce_ompi" -l ompi-tcp -s "$SIZES" "${sample[@]}" ;;
 	mpich) echo mpiexec.mpich -n "$n" "$OUT/mpi_allreduce_mpich" -l mpich -s "$SIZES" "${sample[@]}" ;;
+	gloo) echo /usr/bin/python3 "$here/gloo_allreduce.py" -n "$n" -l gloo -s "$SIZES" "${sample[@]}" ;;
 	esac
 }
 
