@@ -233,8 +233,9 @@ func TestOutputFlags(t *testing.T) {
 		t.Fatalf("defaults: ranks %v, timestamp %v, %v", cfg.OutputRanks, cfg.TimestampOutput, err)
 	}
 	for _, bad := range []string{"x", "0,-1", "1,,2"} {
-		if _, err := parse(t, "-np", "4", "--output-ranks", bad, "./train"); err == nil || !strings.Contains(err.Error(), "want ranks") {
-			t.Errorf("--output-ranks %q: %v", bad, err)
+		want := fmt.Sprintf("--output-ranks %q: want ranks (non-negative integers) separated by commas, as 0 or 0,3", bad)
+		if _, err := parse(t, "-np", "4", "--output-ranks", bad, "./train"); err == nil || !isUsage(err) || err.Error() != want {
+			t.Errorf("--output-ranks %q: %v, want %s", bad, err, want)
 		}
 	}
 }
