@@ -68,9 +68,12 @@ func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *
 		s := runner.SlotsOf(hostOf)[env.Rank]
 		env.LocalRank, env.LocalSize, env.CrossRank, env.CrossSize = s.LocalRank, s.LocalSize, s.CrossRank, s.CrossSize
 	}
+	// The links the schedules use form now; the others (all-to-all's, a
+	// barrier's) on first use, so that a rank holds O(log size) links
+	// and shared-memory rings rather than size-1.
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
-		NoSharedMemory: env.NoSharedMemory,
+		NoSharedMemory: env.NoSharedMemory, Eager: collective.SchedulePeers(env.Rank, env.Size, hostIndexes(hostOf)),
 	})
 	if err != nil {
 		leave(rdv, log)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport"
 	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
@@ -252,6 +253,7 @@ func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clie
 		}
 		tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 			Rank: rank, Size: n, Addrs: addrs, Secret: cfg.Secret, Logger: cfg.Logger, NoSharedMemory: env.NoSharedMemory,
+			Eager: collective.SchedulePeers(rank, n, c.Comm.Hosts),
 		})
 		if err != nil {
 			return nil, err

@@ -23,10 +23,8 @@ const acceptRetry = 20 * time.Millisecond
 // acceptLoop accepts connections until ln is closed, admitting each on its
 // own goroutine so a silent intruder cannot hold up a real peer. Before it
 // returns it waits for every admission it started, then summarises the
-// connections they rejected (see rejectLog). The admissions are counted in
-// a WaitGroup of its own for that, not in the formation's, which it ignores
-// (the formation waits for acceptLoop, and so for them).
-func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener, _ *sync.WaitGroup) {
+// connections they rejected (see rejectLog).
+func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener) {
 	rejects := newRejectLog(f.log, time.Now)
 	var admitting sync.WaitGroup
 	defer func() {
@@ -83,15 +81,32 @@ func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn) (int, 
 	if err != nil {
 		return 0, 0, err
 	}
+	if l == laneCall {
+		// A lower rank asks for the link: dial it, as if this rank had
+		// needed it first, and hang up.
+		if !f.lazy || f.eager[rank] {
+			return 0, 0, fmt.Errorf("rank %d calls for a link that forms when the mesh does", rank)
+		}
+		err := writeAck(nc, deadline)
+		nc.Close()
+		if err == nil {
+			f.dial(rank)
+		}
+		return rank, l, err
+	}
 	return rank, l, f.claim(rank, l, nc, func() error { return writeAck(nc, deadline) })
 }
 
 // authenticate runs auth.Server and validates the peer's hello: a higher
-// rank of a job of the same size, opening a lane to or from this rank.
+// rank of a job of the same size, opening a lane to or from this rank, or
+// a lower rank calling for a link (laneCall).
 func (f *formation) authenticate(nc *net.TCPConn, deadline time.Time) (int, lane, error) {
 	peerHello, err := auth.Server(nc, f.cfg.Secret, f.hello, deadline)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %w", collective.ErrAuth, err)
+	}
+	if rank, ok, err := checkCallHello(peerHello, f.cfg.Size, 0, f.cfg.Rank); ok {
+		return rank, laneCall, err
 	}
 	return checkLaneHello(peerHello, f.cfg.Rank, f.cfg.Size, f.cfg.Rank+1, f.cfg.Size)
 }

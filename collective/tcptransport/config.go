@@ -38,6 +38,13 @@ type Config struct {
 	// itself and the rank logs one line saying why. Every rank of a job
 	// must set the same value.
 	NoSharedMemory bool
+	// Eager lists the peers whose links Connect forms before it returns;
+	// the links to the other peers form on first use. Nil means every peer:
+	// the full mesh forms at once. Every rank of a job must derive it by
+	// the same symmetric rule (if rank a lists b, b lists a), or Connect
+	// waits for a dial that never comes; collective.SchedulePeers is such a
+	// rule.
+	Eager []int
 	// Logger receives connection events (rejected intruders at Warn); nil
 	// discards them. Connect adds a "rank" attribute.
 	Logger *slog.Logger
@@ -57,6 +64,11 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("tcptransport: secret is %d bytes, want %d: %w", len(c.Secret), auth.SecretSize, collective.ErrInvalid)
 	case c.HandshakeTimeout < 0:
 		return c, fmt.Errorf("tcptransport: negative handshake timeout %v: %w", c.HandshakeTimeout, collective.ErrInvalid)
+	}
+	for _, p := range c.Eager {
+		if p < 0 || p >= c.Size || p == c.Rank {
+			return c, fmt.Errorf("tcptransport: eager peer %d of rank %d is not another rank of %d: %w", p, c.Rank, c.Size, collective.ErrInvalid)
+		}
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

@@ -14,8 +14,9 @@ import (
 // between ranks on one host use) and over TCP, each three ways: as shipped
 // (polling decided per host), with every small Recv polling for far longer
 // than any test waits (so that Close, cancellation and peer failure must
-// all end a poll), and with polling off. Every mesh is checked to run
-// every link on the path its variant names.
+// all end a poll), and with polling off; and with every link formed on
+// demand, on either path. Every full mesh is checked to run every link on
+// the path its variant names.
 func TestConformance(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -29,6 +30,8 @@ func TestConformance(t *testing.T) {
 		{"tcp/auto", Config{NoSharedMemory: true}, tuning{}, TCP},
 		{"tcp/spin=1h", Config{NoSharedMemory: true}, tuning{spin: time.Hour}, TCP},
 		{"tcp/spin=off", Config{NoSharedMemory: true}, tuning{spin: -1}, TCP},
+		{"shm/on-demand", Config{Eager: []int{}}, tuning{}, NoLink},
+		{"tcp/on-demand", Config{NoSharedMemory: true, Eager: []int{}}, tuning{}, NoLink},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, size int) []collective.Transport {

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
 // conn is the collective.Conn to one peer: two TCP sockets, one per
@@ -141,11 +140,12 @@ func (b badConn) RecvVec(context.Context, collective.Tag, [][]byte) error { retu
 
 // Buffered is what the link to the peer holds unreceived, in payload bytes
 // of messages frames (see collective.Buffered): a shared-memory ring's
-// capacity less the frames' headers; nothing promised over TCP, whose
+// capacity (this rank's outbound one) less the frames' headers; nothing promised over TCP, whose
 // socket buffers Linux sizes as it goes.
 func (c *conn) Buffered(messages int) int {
-	if _, ok := c.link.(*shmLink); !ok {
+	l, ok := c.link.(*shmLink)
+	if !ok {
 		return 0
 	}
-	return max(0, shmring.Capacity-messages*headerSize)
+	return max(0, l.out.Capacity()-messages*headerSize)
 }

@@ -123,3 +123,43 @@ func readAck(nc *net.TCPConn, deadline time.Time) error {
 	}
 	return nc.SetReadDeadline(time.Time{})
 }
+
+// callLoop asks peer, a higher rank, to dial the link between them (see
+// callFormat), retrying with back-off until the peer has acknowledged once
+// or ctx ends.
+func (f *formation) callLoop(ctx context.Context, peer int) {
+	for backoff := dialBackoffMin; ; backoff = min(2*backoff, dialBackoffMax) {
+		err := f.callOnce(ctx, peer)
+		if err == nil || ended(ctx) {
+			return
+		}
+		f.noteDialError(peer, err)
+		f.log.Debug("tcptransport: call for a link failed", "peer", peer, "addr", f.cfg.Addrs[peer], "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			return
+		}
+	}
+}
+
+// callOnce connects to peer, authenticates it, asks it to dial this rank
+// and waits for its acknowledgement.
+func (f *formation) callOnce(ctx context.Context, peer int) error {
+	d := net.Dialer{Timeout: f.cfg.HandshakeTimeout}
+	c, err := d.DialContext(ctx, "tcp", f.cfg.Addrs[peer])
+	if err != nil {
+		return err
+	}
+	nc := c.(*net.TCPConn)
+	defer nc.Close()
+	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
+	release := closeOnDone(ctx, nc)
+	defer release()
+	got, err := auth.Client(nc, f.cfg.Secret, callHello(f.cfg.Rank, f.cfg.Size), deadline)
+	if err != nil {
+		return fmt.Errorf("%w: %w", collective.ErrAuth, err)
+	}
+	if _, err := checkHello(got, f.cfg.Size, peer, peer+1); err != nil {
+		return err
+	}
+	return readAck(nc, deadline)
+}

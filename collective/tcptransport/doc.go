@@ -5,23 +5,45 @@
 // shared-memory ring per direction instead (package internal/shmring), and
 // its sockets stay open only to tell either side when the other goes away.
 // Either way the frames, their checks and the failures they report are the
-// same, and a link's path is chosen once, when the mesh forms.
+// same, and a link's path is chosen once, when the link forms.
 //
 // # Mesh formation
 //
 // Every rank opens a Listener, publishes its address (through the
-// rendezvous), and calls Connect with the addresses of all ranks. The link
+// rendezvous), and calls Connect with the addresses of all ranks and the
+// peers whose links it wants at once (Config.Eager; all by default). The link
 // between two ranks is two sockets, one per direction (a lane): each
 // carries frames one way only, so a Send and a Recv in progress on a link
 // never contend for a socket (the kernel serialises the calls on one
 // socket). Rank i dials both lanes to every rank j < i, retrying with
 // back-off while its context lasts, and accepts both lanes from every rank
-// j > i. Connect returns when it holds every lane of every link; it then
-// closes the listener, so nothing more is accepted. If the context ends
+// j > i. Connect returns when it holds every lane of every eager link; with
+// the full mesh it then closes the listener, so nothing more is accepted.
+// If the context ends
 // first, Connect closes everything it opened and returns an error that
 // names the ranks whose links never formed (with the last dial error for
 // each lower rank). LocalMesh does all of this in one process over
 // 127.0.0.1.
+//
+// # Links on demand
+//
+// A full mesh costs every rank size-1 links (two sockets each, and two
+// shared-memory rings to a peer on its host), whether or not they ever
+// carry a byte: at 64 ranks on one host, 126 sockets and 16 GiB of rings
+// for the job. With Config.Eager listing the peers the schedules use
+// (collective.SchedulePeers: about 2 log2 size), only those links form
+// with the mesh; the transport keeps accepting, and each other link forms
+// the first time either end sends, receives or asks Buffered on it. The
+// higher rank of the pair dials the link's lanes as above; a lower rank
+// that needs the link first connects to the higher one and asks for that
+// dial ("gorovod-data rank=R size=N call", authenticated and acknowledged
+// like a lane, then closed). Both ends then run the shared-memory
+// handshake of that link on their own goroutines, so a link forms whatever
+// the other end is doing. A call that waits for a link ends with its
+// context (an error naming both ranks and the peer's address) or with
+// Close (collective.ErrClosed). Until a link has formed, Buffered promises
+// nothing, so operations over it are pipelined and a Send waiting for the
+// link never holds up the caller's other links.
 //
 // # Handshake
 //
@@ -51,7 +73,8 @@
 // Right after formation, the two ranks of every link whose addresses have
 // the same host part offer each other a ring for their outbound direction,
 // over the link's own authenticated socket, and each answers whether it
-// could map the other's (see offerShm). A ring is a 4 MiB byte ring in an
+// could map the other's (see offerShm). A ring is a byte ring of 64 KiB to
+// 4 MiB (the offering rank's choice, below) in an
 // anonymous memory file (memfd_create(2)) with a random token in its first
 // page, offered as "/proc/<pid>/fd/<fd>" (see internal/shmring). Such a
 // file never has a name in any directory, so no kill at any moment (of a
@@ -75,6 +98,16 @@
 // pid namespace, another user), the link stays on TCP, and the rank logs
 // one Warn line that names every such peer and the cause.
 // Config.NoSharedMemory (gorun --no-shared-memory) keeps every link on TCP.
+//
+// Each rank creates at most 16 MiB of rings, however many ranks share its
+// host. The eager links to peers on the host share 12 MiB: 4 MiB rings for
+// up to 3 of them (as with 2 or 4 ranks on a host, whose speed this keeps),
+// 1 MiB for up to 12, 512 KiB for up to 24, and so on down to 64 KiB. A
+// link formed on demand gets the largest power of two up to a quarter of
+// what is left, at least 64 KiB; once not even that fits, the link stays on
+// TCP (logged at Debug: that is by design). Rings of 1 MiB carried 1 and
+// 16 MiB all-reduces between 2 and 4 ranks as fast as 4 MiB ones on the
+// 2-core test machine; 512 KiB and 256 KiB were slower.
 //
 // # Framing
 //

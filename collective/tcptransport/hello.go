@@ -9,10 +9,32 @@ import (
 // names the lane it opens, as "from>to" ranks: its frames flow that way
 // only, so "rank=3 size=4 lane=3>0" is rank 3's sending socket to rank 0
 // and "lane=0>3" its receiving one.
+//
+// A lower rank that needs a link to a higher one before that rank has
+// dialed it (links form on demand) asks for the dial: it connects with
+// "gorovod-data rank=R size=N call", and the higher rank acknowledges,
+// hangs up and dials the link's two lanes as it would have.
 const (
 	helloFormat = "gorovod-data rank=%d size=%d"
 	laneFormat  = helloFormat + " lane=%d>%d"
+	callFormat  = helloFormat + " call"
 )
+
+// callHello returns the hello of rank, asking a higher rank of a job of
+// size ranks to dial it.
+func callHello(rank, size int) []byte {
+	return fmt.Appendf(nil, callFormat, rank, size)
+}
+
+// checkCallHello validates a call: a rank in [lo, hi) of a job of want
+// ranks. ok is false when b is not a call at all.
+func checkCallHello(b []byte, want, lo, hi int) (rank int, ok bool, err error) {
+	var size int
+	if _, err := fmt.Sscanf(string(b), callFormat, &rank, &size); err != nil || string(callHello(rank, size)) != string(b) {
+		return 0, false, nil
+	}
+	return rank, true, checkClaim(rank, size, want, lo, hi)
+}
 
 // hello returns the hello of rank, accepting connections in a job of size
 // ranks.
@@ -62,8 +84,9 @@ func checkClaim(rank, size, want, lo, hi int) error {
 type lane int
 
 const (
-	laneOut lane = iota // frames this rank sends
-	laneIn              // frames this rank receives
+	laneOut  lane = iota // frames this rank sends
+	laneIn               // frames this rank receives
+	laneCall             // not a lane: a lower rank's call for a dial
 )
 
 // checkLaneHello validates a dialing peer's hello, received by rank self of
@@ -91,6 +114,9 @@ func checkLaneHello(b []byte, self, want, lo, hi int) (int, lane, error) {
 
 // name spells the lane of the link between self and peer as "from>to".
 func (l lane) name(self, peer int) string {
+	if l == laneCall {
+		return "call"
+	}
 	if l == laneOut {
 		return fmt.Sprintf("%d>%d", self, peer)
 	}

@@ -51,6 +51,9 @@ func localMesh(ctx context.Context, size int, base Config, tun tuning) ([]collec
 	for r := range size {
 		cfg := base
 		cfg.Rank, cfg.Size, cfg.Addrs = r, size, addrs
+		if tun.eager != nil {
+			cfg.Eager = tun.eager(r, size)
+		}
 		wg.Go(func() { out[r], errs[r] = connect(ctx, lns[r], cfg, tun) })
 	}
 	wg.Wait()

@@ -12,22 +12,25 @@ import (
 	"github.com/gorovod/gorovod/collective"
 )
 
-// Connect forms this rank's links of the full mesh described by cfg and
-// returns the Transport over them.
+// Connect forms this rank's links to the peers of cfg.Eager (every peer
+// when it is nil: the full mesh) and returns the Transport over them; the
+// links to the other peers form on first use (see "Links on demand" in the
+// package documentation).
 //
 // Each link is two sockets, one per direction (lane). Rank i dials both
 // lanes to every lower rank (retrying with back-off while ctx lasts, since
 // a peer may not be accepting yet) and accepts both lanes of every higher
 // rank on ln, each accepted connection handshaking on its own goroutine. A
 // connection that fails the handshake is closed, logged at Warn and
-// forgotten; the mesh forms with the real peers. Connect owns ln and closes
-// it before returning, whatever the outcome: after the mesh forms nothing
-// more is accepted. ln may be nil for the highest rank, which accepts
-// nothing. If ctx ends first, the error names the ranks that never
-// connected and wraps ctx's error (and collective.ErrTimeout for a
-// deadline). No goroutine started by Connect outlives it, except one
-// watcher per shared-memory link, which ends by the time the transport's
-// Close returns.
+// forgotten; the mesh forms with the real peers. Connect owns ln: with the
+// full mesh it closes it before returning, whatever the outcome, and
+// nothing more is accepted; with links left to form on demand the
+// transport keeps accepting on it until Close. ln may be nil for the
+// highest rank, which accepts nothing. If ctx ends first, the error names
+// the ranks that never connected and wraps ctx's error (and
+// collective.ErrTimeout for a deadline). No goroutine started by Connect
+// outlives it, except one watcher per shared-memory link and the forming
+// of links on demand, which end by the time the transport's Close returns.
 func Connect(ctx context.Context, ln *Listener, cfg Config) (collective.Transport, error) {
 	return connect(ctx, ln, cfg, tuning{})
 }
@@ -51,26 +54,35 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 	if err != nil {
 		return nil, err
 	}
-	var rings []*shmRings
-	if !cfg.NoSharedMemory {
-		rings = offerShm(cfg, tun.procDir, socks)
-	}
-	return newTransport(cfg, tun, socks, rings), nil
+	return newTransport(cfg, tun, f, socks), nil
 }
 
-// formation is the state of one Connect: the sockets claimed so far.
+// formation forms a rank's links: the eager ones during Connect, then,
+// handed over to the transport, the others on demand.
 type formation struct {
 	cfg   Config
 	tun   tuning
 	log   *slog.Logger
 	hello []byte
+	eager []bool // by peer: Connect forms the link
+	lazy  bool   // some link forms on demand
+	ln    *Listener
+
+	life      context.Context // the accept loop's and on-demand dials' context: until stop
+	stopLife  context.CancelFunc
+	accepting sync.WaitGroup // the accept loop
+	dials     sync.WaitGroup // on-demand dials
+	setups    sync.WaitGroup // on-demand link set-ups (see handOver)
 
 	mu      sync.Mutex
-	socks   []lanes       // by peer rank; a lane is nil until claimed
-	lastErr []error       // by lower peer rank: why the last dial failed
-	need    int           // sockets not yet claimed
-	sealed  bool          // Connect has decided; no more claims
-	full    chan struct{} // closed when need reaches 0
+	socks   []lanes                 // by peer rank; a lane is nil until claimed
+	lastErr []error                 // by lower peer rank: why the last dial failed
+	need    int                     // sockets of eager links not yet claimed
+	sealed  bool                    // no more claims: Connect failed, or the transport closed
+	full    chan struct{}           // closed when need reaches 0
+	dialing []bool                  // by peer rank: on-demand dials (or a call) started
+	handed  []bool                  // by peer: the sockets went to the transport
+	form    func(peer int, l lanes) // the transport's set-up of a link on demand; nil until handOver
 }
 
 // lanes holds the two sockets of one link, indexed by lane.
@@ -85,10 +97,29 @@ func newFormation(cfg Config, tun tuning) *formation {
 		tun:     tun,
 		log:     cfg.Logger,
 		hello:   hello(cfg.Rank, cfg.Size),
+		eager:   make([]bool, cfg.Size),
 		socks:   make([]lanes, cfg.Size),
 		lastErr: make([]error, cfg.Size),
-		need:    2 * (cfg.Size - 1),
+		dialing: make([]bool, cfg.Size),
+		handed:  make([]bool, cfg.Size),
 		full:    make(chan struct{}),
+	}
+	f.life, f.stopLife = context.WithCancel(context.Background())
+	if cfg.Eager == nil {
+		for p := range f.eager {
+			f.eager[p] = p != cfg.Rank
+		}
+	} else {
+		for _, p := range cfg.Eager {
+			f.eager[p] = true
+		}
+	}
+	for p, e := range f.eager {
+		if e {
+			f.need += 2
+		} else if p != cfg.Rank {
+			f.lazy = true
+		}
 	}
 	if f.need == 0 {
 		close(f.full)
@@ -96,35 +127,133 @@ func newFormation(cfg Config, tun tuning) *formation {
 	return f
 }
 
-// run dials and accepts until every peer is claimed or ctx ends, then stops
-// every goroutine it started and returns the sockets, or an error naming
-// the ranks that are missing.
+// run dials and accepts until every eager link is claimed or ctx ends,
+// then stops the dials it started, and returns the sockets of the eager
+// links, or an error naming the ranks that are missing. With links left to
+// form on demand the accept loop goes on (until stop); otherwise it ends
+// here, and ln is closed.
 func (f *formation) run(ctx context.Context, ln *Listener) ([]lanes, error) {
+	f.ln = ln
 	inner, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	var dials sync.WaitGroup
 	if ln != nil {
-		wg.Go(func() { f.acceptLoop(inner, ln.ln, &wg) })
+		f.accepting.Go(func() { f.acceptLoop(f.life, ln.ln) })
 	}
 	for peer := range f.cfg.Rank {
-		wg.Go(func() { f.dialLoop(inner, peer, laneOut) })
-		wg.Go(func() { f.dialLoop(inner, peer, laneIn) })
+		if f.eager[peer] {
+			dials.Go(func() { f.dialLoop(inner, peer, laneOut) })
+			dials.Go(func() { f.dialLoop(inner, peer, laneIn) })
+		}
 	}
 	select {
 	case <-f.full:
 	case <-ctx.Done():
 	}
-	f.seal()
 	cancel()
-	if ln != nil {
-		ln.Close()
+	dials.Wait()
+	f.mu.Lock()
+	missing := f.need > 0
+	f.mu.Unlock()
+	if missing || !f.lazy {
+		f.stop()
 	}
-	wg.Wait()
-	if f.need > 0 {
+	if missing {
 		f.closeAll()
 		return nil, f.incomplete(ctx)
 	}
-	f.log.Debug("tcptransport: mesh formed", "size", f.cfg.Size)
-	return f.socks, nil
+	f.log.Debug("tcptransport: mesh formed", "size", f.cfg.Size, "on_demand", f.lazy)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	socks := make([]lanes, len(f.socks))
+	for p := range f.socks {
+		if f.eager[p] {
+			socks[p], f.handed[p] = f.socks[p], true
+		}
+	}
+	return socks, nil
+}
+
+// localEager counts the eager links to peers on this rank's host.
+func (f *formation) localEager() int {
+	self, n := hostOf(f.cfg.Addrs[f.cfg.Rank]), 0
+	for p, e := range f.eager {
+		if e && hostOf(f.cfg.Addrs[p]) == self {
+			n++
+		}
+	}
+	return n
+}
+
+// handOver gives the forming of links on demand to form, which sets up a
+// link once both its sockets are there; links whose sockets came during
+// Connect are set up at once.
+func (f *formation) handOver(form func(peer int, l lanes)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sealed {
+		return
+	}
+	f.form = form
+	for p := range f.socks {
+		f.setUpLocked(p)
+	}
+}
+
+// setUpLocked starts the set-up of the link to peer on demand if its
+// sockets are both there and the transport has not got them yet. f.mu is
+// held.
+func (f *formation) setUpLocked(peer int) {
+	if f.form == nil || f.handed[peer] || !f.socks[peer].complete() {
+		return
+	}
+	f.handed[peer] = true
+	l, form := f.socks[peer], f.form
+	f.setups.Go(func() { form(peer, l) })
+}
+
+// dial starts forming the link to peer on demand, unless that has started
+// already or the formation has stopped: the higher rank of the two dials
+// the link's lanes; the lower one calls the higher one to ask for that.
+func (f *formation) dial(peer int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sealed || f.dialing[peer] || f.eager[peer] || f.socks[peer].complete() {
+		return
+	}
+	f.dialing[peer] = true
+	if peer > f.cfg.Rank {
+		f.dials.Go(func() { f.callLoop(f.life, peer) })
+		return
+	}
+	f.dials.Go(func() { f.dialLoop(f.life, peer, laneOut) })
+	f.dials.Go(func() { f.dialLoop(f.life, peer, laneIn) })
+}
+
+// stop ends the forming of links: no more claims, the accept loop and the
+// dials end, and ln is closed. Set-ups already started go on (see
+// waitSetups).
+func (f *formation) stop() {
+	f.seal()
+	f.stopLife()
+	if f.ln != nil {
+		f.ln.Close()
+	}
+	f.accepting.Wait()
+	f.dials.Wait()
+}
+
+// waitSetups waits for the set-ups of links on demand that have started.
+func (f *formation) waitSetups() { f.setups.Wait() }
+
+// closeLanes closes the sockets claimed for the link to peer.
+func (f *formation) closeLanes(peer int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, nc := range f.socks[peer] {
+		if nc != nil {
+			nc.Close()
+		}
+	}
 }
 
 // claim registers nc as lane l of the link to rank. ack, if not nil, runs
@@ -145,9 +274,13 @@ func (f *formation) claim(rank int, l lane, nc *net.TCPConn, ack func() error) e
 		}
 	}
 	f.socks[rank][l] = nc
-	f.need--
-	if f.need == 0 {
-		close(f.full)
+	if f.eager[rank] {
+		f.need--
+		if f.need == 0 {
+			close(f.full)
+		}
+	} else {
+		f.setUpLocked(rank)
 	}
 	return nil
 }
@@ -184,7 +317,7 @@ func (f *formation) incomplete(ctx context.Context) error {
 	var missing []int
 	var why []string
 	for r, link := range f.socks {
-		if r == f.cfg.Rank || link.complete() {
+		if !f.eager[r] || link.complete() {
 			continue
 		}
 		missing = append(missing, r)

@@ -27,16 +27,18 @@ func (p Path) String() string {
 	return "none"
 }
 
-// LinkPath reports which path t's link to peer took when the mesh formed
-// (it does not change afterwards). Tests use it to check that a variant
-// meant to cover TCP or shared memory really does; a launcher may log it.
+// LinkPath reports which path t's link to peer took when it formed (it
+// does not change afterwards); NoLink for a link that forms on demand and
+// has not formed yet. Tests use it to check that a variant meant to cover
+// TCP or shared memory really does; a launcher may log it.
 func LinkPath(t collective.Transport, peer int) Path {
 	tr, ok := t.(*transport)
-	if !ok || peer < 0 || peer >= tr.size || tr.conns[peer] == nil {
+	if !ok || peer < 0 || peer >= tr.size || tr.slots[peer] == nil {
 		return NoLink
 	}
-	if _, ok := tr.conns[peer].link.(*shmLink); ok {
-		return SharedMemory
+	c := tr.slots[peer].formed.Load()
+	if c == nil {
+		return NoLink
 	}
-	return TCP
+	return pathOf(c)
 }

@@ -15,7 +15,7 @@ import (
 // out. An error says why not: the links of such a rank to ranks on its own
 // host would stay on TCP, as they do under Config.NoSharedMemory.
 func SharedMemoryCheck() error {
-	r, f, _, err := shmring.Create()
+	r, f, _, err := shmring.Create(shmring.MinCapacity)
 	if err != nil {
 		return fmt.Errorf("tcptransport: shared memory: %w", err)
 	}

@@ -18,11 +18,15 @@ import (
 // and answers whether it mapped it, then hears the peer's answer to its
 // own offer. A link uses its rings only if both directions were accepted;
 // otherwise it stays on TCP. Links to other hosts exchange nothing. proc
-// stands in for "/proc" when opening offers (see shmring.Open). The result
+// stands in for "/proc" when opening offers (see shmring.Open); capacity
+// gives the capacity of the ring this rank offers a peer, 0 for none (the
+// shared-memory budget is spent: the link stays on TCP, logged at Debug
+// only, since that is by design). The result
 // is indexed by peer, nil for a link on TCP. If any same-host link stays on
 // TCP, one Warn line says which and why.
-func offerShm(cfg Config, proc string, socks []lanes) []*shmRings {
+func offerShm(cfg Config, proc string, socks []lanes, capacity func(peer int) int) []*shmRings {
 	h := newShmHandshake(cfg, proc, socks)
+	h.capacity = capacity
 	h.each(h.offer)
 	h.each(h.answer)
 	h.each(h.hear)
@@ -38,7 +42,8 @@ type shmHandshake struct {
 	socks    []lanes
 	proc     string
 	deadline time.Time
-	peers    []*shmPeer // by rank; nil for a link that does not take part
+	capacity func(peer int) int // of the ring offered to peer; 0: none
+	peers    []*shmPeer         // by rank; nil for a link that does not take part
 }
 
 // shmPeer is the handshake's state for one link.
@@ -48,6 +53,7 @@ type shmPeer struct {
 	theirs *shmring.Ring // the peer's ring, mapped
 	broken bool          // a read or write of the handshake failed
 	why    string        // why the link stays on TCP; "" while it may not
+	budget bool          // it stays on TCP because a side's budget was spent
 }
 
 // stay records why the link stays on TCP, keeping the first cause.
@@ -90,7 +96,10 @@ func (h *shmHandshake) each(step func(peer int, p *shmPeer)) {
 // where none could be made).
 func (h *shmHandshake) offer(peer int, p *shmPeer) {
 	path, token := "", []byte(nil)
-	if r, f, tok, err := shmring.Create(); err != nil {
+	if c := h.capacity(peer); c == 0 {
+		p.budget = true
+		p.stay("this rank's shared-memory budget (%d MiB of rings) is spent", shmBudgetBytes>>20)
+	} else if r, f, tok, err := shmring.Create(c); err != nil {
 		p.stay("create ring: %v", err)
 	} else {
 		p.mine, p.file, path, token = r, f, shmring.OfferPath(f), tok
@@ -113,7 +122,8 @@ func (h *shmHandshake) answer(peer int, p *shmPeer) {
 	}
 	verdict := byte(0)
 	if path == "" {
-		p.stay("peer offered no ring (its log says why)")
+		p.budget = true
+		p.stay("peer offered no ring (its shared-memory budget is spent, or its log says why)")
 	} else if r, err := shmring.Open(h.proc, path, token); err != nil {
 		p.stay("open peer's ring: %v", err)
 	} else {
@@ -165,8 +175,13 @@ func (h *shmHandshake) report(log *slog.Logger) {
 	var peers []int
 	var causes []string
 	byCause := map[string][]int{}
+	var spent []int
 	h.each(func(peer int, p *shmPeer) {
 		if p.why == "" {
+			return
+		}
+		if p.budget && !p.broken {
+			spent = append(spent, peer)
 			return
 		}
 		peers = append(peers, peer)
@@ -175,6 +190,9 @@ func (h *shmHandshake) report(log *slog.Logger) {
 		}
 		byCause[p.why] = append(byCause[p.why], peer)
 	})
+	if len(spent) > 0 {
+		log.Debug("tcptransport: shared-memory budget spent, links to peers on this host stay on TCP", "peers", spent)
+	}
 	if len(peers) == 0 {
 		return
 	}

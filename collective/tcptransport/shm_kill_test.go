@@ -201,8 +201,10 @@ func ringMappings(pid int) ([]string, error) {
 		lo, hi, _ := strings.Cut(f[0], "-")
 		a, _ := strconv.ParseUint(lo, 16, 64)
 		b, _ := strconv.ParseUint(hi, 16, 64)
-		if b-a == shmring.FileSize {
-			out = append(out, strings.TrimSpace(f[5]))
+		for c := shmring.MinCapacity; c <= shmring.MaxCapacity; c *= 2 {
+			if b-a == uint64(shmring.FileSize(c)) {
+				out = append(out, strings.TrimSpace(f[5]))
+			}
 		}
 	}
 	return out, nil

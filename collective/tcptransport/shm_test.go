@@ -122,7 +122,7 @@ func TestShmStreamsAcrossTheRing(t *testing.T) {
 		if shmLinks(m[0]) != 1 {
 			t.Fatal("the link is not on shared memory")
 		}
-		sizes := []int{0, 1, 7, headerSize, 4 << 10, shmring.Piece + 3, shmring.Capacity - 1, shmring.Capacity, shmring.Capacity + 1, 3*shmring.Capacity + 5, 100}
+		sizes := []int{0, 1, 7, headerSize, 4 << 10, shmring.Piece + 3, shmring.MaxCapacity - 1, shmring.MaxCapacity, shmring.MaxCapacity + 1, 3*shmring.MaxCapacity + 5, 100}
 		payload := func(from, i, n int) []byte {
 			b := make([]byte, n)
 			rng := rand.New(rand.NewPCG(uint64(from), uint64(i)))
@@ -205,7 +205,7 @@ func TestShmSenderBlockedByFullRingEndsWhenPeerGoes(t *testing.T) {
 	m := meshT(t, 2, Config{})
 	done := make(chan error, 1)
 	go func() {
-		done <- m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shmring.Capacity))
+		done <- m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shmring.MaxCapacity))
 	}()
 	select {
 	case err := <-done:
@@ -238,7 +238,7 @@ func TestBufferedPromise(t *testing.T) {
 		if !ok {
 			t.Fatal("conn does not implement collective.Buffered")
 		}
-		want := shmring.Capacity - 3*headerSize
+		want := shmring.MaxCapacity - 3*headerSize
 		if noShm {
 			want = 0
 		}

@@ -7,31 +7,58 @@ import (
 	"github.com/gorovod/gorovod/collective"
 )
 
-// transport is the collective.Transport of one rank: one conn per peer.
-// Its only goroutines are the watchers of shared-memory links (see
-// shmLink.watch), which end by the time Close returns.
+// transport is the collective.Transport of one rank: one conn per peer,
+// formed when Connect returns (the eager peers) or on first use. Its
+// goroutines are the watchers of shared-memory links (see shmLink.watch)
+// and, while some link may still form on demand, the formation's accept
+// loop, dials and link set-ups; all end by the time Close returns.
 type transport struct {
 	rank, size int
 	addrs      []string
-	conns      []*conn // indexed by peer; nil at rank
+	cfg        Config
+	tun        tuning
+	f          *formation // forms the links on demand
+	budget     *shmBudget
+	slots      []*linkSlot // indexed by peer; nil at rank
+	closing    chan struct{}
 	closeOnce  sync.Once
+
+	mu     sync.Mutex
+	conns  []*conn // the formed links, indexed by peer
+	closed bool
 }
 
-// newTransport wraps the authenticated sockets of a formed mesh; socks is
-// indexed by peer rank and socks[cfg.Rank] is empty. rings, nil or indexed
-// like socks, holds the shared-memory rings of the links that have them.
-func newTransport(cfg Config, tun tuning, socks []lanes, rings []*shmRings) *transport {
-	t := &transport{rank: cfg.Rank, size: cfg.Size, addrs: cfg.Addrs, conns: make([]*conn, cfg.Size)}
-	for peer, l := range socks {
-		if !l.complete() {
+// newTransport wraps the authenticated sockets of the eager links that f
+// formed (socks, indexed by peer rank), runs their shared-memory handshake,
+// and takes over f to form the other links on demand.
+func newTransport(cfg Config, tun tuning, f *formation, socks []lanes) *transport {
+	t := &transport{rank: cfg.Rank, size: cfg.Size, addrs: cfg.Addrs, cfg: cfg, tun: tun, f: f,
+		slots: make([]*linkSlot, cfg.Size), conns: make([]*conn, cfg.Size), closing: make(chan struct{})}
+	t.budget = newShmBudget(f.localEager())
+	var rings []*shmRings
+	if !cfg.NoSharedMemory {
+		rings = offerShm(cfg, tun.procDir, socks, t.budget.forEager)
+	}
+	for peer := range t.slots {
+		if peer == cfg.Rank {
+			continue
+		}
+		s := &linkSlot{ready: make(chan struct{})}
+		s.lazy = lazyConn{t: t, peer: peer}
+		t.slots[peer] = s
+		if !socks[peer].complete() {
 			continue
 		}
 		var r *shmRings
 		if rings != nil {
 			r = rings[peer]
 		}
-		t.conns[peer] = newConn(l, cfg.Rank, peer, cfg.Addrs[peer], tun, r)
+		c := newConn(socks[peer], cfg.Rank, peer, cfg.Addrs[peer], tun, r)
+		t.conns[peer] = c
+		s.formed.Store(c)
+		close(s.ready)
 	}
+	f.handOver(t.form)
 	return t
 }
 
@@ -41,14 +68,19 @@ func (t *transport) Rank() int { return t.rank }
 // Size returns the number of ranks in the mesh.
 func (t *transport) Size() int { return t.size }
 
-// Conn returns the link to peer. For a peer out of range, or this rank
-// itself, it returns a Conn whose calls fail with collective.ErrInvalid.
+// Conn returns the link to peer: the formed link, or one that forms on its
+// first call. For a peer out of range, or this rank itself, it returns a
+// Conn whose calls fail with collective.ErrInvalid.
 func (t *transport) Conn(peer int) collective.Conn {
-	if peer < 0 || peer >= t.size || t.conns[peer] == nil {
+	if peer < 0 || peer >= t.size || t.slots[peer] == nil {
 		return badConn{fmt.Errorf("tcptransport: rank %d: no link to peer %d in a job of %d ranks: %w",
 			t.rank, peer, t.size, collective.ErrInvalid)}
 	}
-	return t.conns[peer]
+	s := t.slots[peer]
+	if c := s.formed.Load(); c != nil {
+		return c
+	}
+	return &s.lazy
 }
 
 // Host returns the data-plane address of peer, or "" if peer is out of
@@ -60,17 +92,35 @@ func (t *transport) Host(peer int) string {
 	return t.addrs[peer]
 }
 
-// Close closes every socket. Pending and later calls on this transport fail
-// with collective.ErrClosed (a link that had already failed keeps its first
-// cause); peers see collective.ErrPeerGone. Close always returns nil.
+// Close stops forming links and closes every socket. Pending and later
+// calls on this transport fail with collective.ErrClosed (a link that had
+// already failed keeps its first cause); peers see collective.ErrPeerGone.
+// Close always returns nil.
 func (t *transport) Close() error {
 	t.closeOnce.Do(func() {
-		for _, c := range t.conns {
+		close(t.closing)
+		t.mu.Lock()
+		t.closed = true
+		t.mu.Unlock()
+		t.f.stop()
+		// Links still forming lose their sockets, so that their
+		// shared-memory handshakes end at once; a set-up that finishes
+		// now finds the transport closed.
+		for peer, s := range t.slots {
+			if s != nil && s.formed.Load() == nil {
+				t.f.closeLanes(peer)
+			}
+		}
+		t.f.waitSetups()
+		t.mu.Lock()
+		conns := append([]*conn(nil), t.conns...)
+		t.mu.Unlock()
+		for _, c := range conns {
 			if c != nil {
 				c.fail(c.closedError())
 			}
 		}
-		for _, c := range t.conns {
+		for _, c := range conns {
 			if c != nil {
 				c.link.wait()
 			}

@@ -29,6 +29,8 @@ type tuning struct {
 	// (see shmring.Open): empty means "/proc". Tests point it at a
 	// directory that does not exist to make every offer fail.
 	procDir string
+	// eager, when not nil, gives each rank of a localMesh its Config.Eager.
+	eager func(rank, size int) []int
 }
 
 // normalize fills in the shipped value of every setting left at zero, for

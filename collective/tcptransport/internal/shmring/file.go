@@ -9,22 +9,26 @@ import (
 	"syscall"
 )
 
-// Create makes a fresh ring with a random token and maps it. It returns the
+// Create makes a fresh ring of the given capacity (a power of two from
+// MinCapacity to MaxCapacity) with a random token and maps it. It returns the
 // ring, its memory file and the token. The caller offers the file to its
 // peer as OfferPath(f) together with the token, keeps f open until the peer
 // has opened it (or refused), then closes it; the mapping stays until
 // Unmap. The file never has a name, and its pages are reserved and its size
 // sealed before anyone else can reach it (see the package documentation).
-func Create() (*Ring, *os.File, []byte, error) {
+func Create(capacity int) (*Ring, *os.File, []byte, error) {
+	if !validCapacity(capacity) {
+		return nil, nil, nil, fmt.Errorf("shmring: capacity %d is not a power of two from %d to %d", capacity, MinCapacity, MaxCapacity)
+	}
 	f, err := memfd("gorovod-ring")
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("shmring: %w", err)
 	}
-	if err := prepareFile(f); err != nil {
+	if err := prepareFile(f, FileSize(capacity)); err != nil {
 		f.Close()
 		return nil, nil, nil, fmt.Errorf("shmring: %w", err)
 	}
-	r, err := mapFile(f)
+	r, err := mapFile(f, FileSize(capacity))
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, fmt.Errorf("shmring: %w", err)
@@ -40,12 +44,12 @@ func Create() (*Ring, *os.File, []byte, error) {
 // memory cgroup) would kill the process with SIGBUS on a write, where a
 // failure here only fails Create. The seals stop either side from
 // shrinking the file under the other's mapping, which would do the same.
-func prepareFile(f *os.File) error {
+func prepareFile(f *os.File, size int) error {
 	fd := int(f.Fd())
 	if err := syscall.Fchmod(fd, 0o600); err != nil {
 		return os.NewSyscallError("fchmod", err)
 	}
-	if err := syscall.Fallocate(fd, 0, 0, FileSize); err != nil {
+	if err := syscall.Fallocate(fd, 0, 0, int64(size)); err != nil {
 		return os.NewSyscallError("fallocate", err)
 	}
 	if _, err := fcntl(fd, fAddSeals, sealShrink|sealGrow|sealSeal); err != nil {
@@ -65,8 +69,8 @@ func OfferPath(f *os.File) string {
 }
 
 // Open maps the ring that a peer offered (the OfferPath of its file) and
-// checks it: a memory file of the ring's size, sealed against resizing,
-// that carries token. proc is where the proc filesystem is mounted, the
+// checks it: a memory file of a ring's size (its capacity is the peer's
+// choice), sealed against resizing, that carries token. proc is where the proc filesystem is mounted, the
 // directory that stands in for the offer's "/proc": "/proc" but in tests.
 // Opening another process's descriptor through /proc works only on this
 // host, in the same pid namespace, for the same user: anywhere else Open
@@ -84,10 +88,11 @@ func Open(proc, offer string, token []byte) (*Ring, error) {
 		return nil, fmt.Errorf("shmring: %w", err)
 	}
 	defer f.Close()
-	if err := checkFile(f); err != nil {
+	size, err := checkFile(f)
+	if err != nil {
 		return nil, fmt.Errorf("shmring: ring %s: %w", path, err)
 	}
-	r, err := mapFile(f)
+	r, err := mapFile(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("shmring: ring %s: %w", path, err)
 	}
@@ -109,29 +114,31 @@ func offerFile(proc, offer string) (string, error) {
 	return filepath.Join(proc, strconv.Itoa(pid), "fd", strconv.Itoa(fd)), nil
 }
 
-// checkFile checks that f is a regular file of the ring's size whose size
-// is sealed (which only a memory file can be).
-func checkFile(f *os.File) error {
+// checkFile checks that f is a regular file of a ring's size whose size
+// is sealed (which only a memory file can be), and returns the size.
+func checkFile(f *os.File) (int, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if !st.Mode().IsRegular() || st.Size() != FileSize {
-		return fmt.Errorf("not a %d-byte file (%v, %d bytes)", FileSize, st.Mode(), st.Size())
+	size := st.Size()
+	if !st.Mode().IsRegular() || size < headerBytes || size > int64(FileSize(MaxCapacity)) || !validCapacity(int(size-headerBytes)) {
+		return 0, fmt.Errorf("not a ring's file (%v, %d bytes; want %d plus a power of two from %d to %d)",
+			st.Mode(), size, headerBytes, MinCapacity, MaxCapacity)
 	}
 	seals, err := fcntl(int(f.Fd()), fGetSeals, 0)
 	if err != nil {
-		return os.NewSyscallError("fcntl(F_GET_SEALS)", err)
+		return 0, os.NewSyscallError("fcntl(F_GET_SEALS)", err)
 	}
 	if want := sealShrink | sealGrow; seals&want != want {
-		return fmt.Errorf("size not sealed (seals %#x)", seals)
+		return 0, fmt.Errorf("size not sealed (seals %#x)", seals)
 	}
-	return nil
+	return int(size), nil
 }
 
-// mapFile maps the ring file f, shared and writable.
-func mapFile(f *os.File) (*Ring, error) {
-	mem, err := syscall.Mmap(int(f.Fd()), 0, FileSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+// mapFile maps the ring file f, of size bytes, shared and writable.
+func mapFile(f *os.File, size int) (*Ring, error) {
+	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, os.NewSyscallError("mmap", err)
 	}

@@ -11,7 +11,7 @@ import (
 // be shrunk, and a peer reaches it only through the creating process's
 // descriptor, with the right token.
 func TestCreateLeavesNoName(t *testing.T) {
-	r, f, token, err := Create()
+	r, f, token, err := Create(MaxCapacity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestCreateLeavesNoName(t *testing.T) {
 // wrong size, files that are not rings and offers it cannot reach under
 // proc, saying which.
 func TestOpenRejects(t *testing.T) {
-	r, f, token, err := Create()
+	r, f, token, err := Create(MaxCapacity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,5 +64,48 @@ func TestOpenRejects(t *testing.T) {
 		if _, err := Open(c.proc, c.offer, c.token); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%q, %q): %v, want an error containing %q", c.proc, c.offer, err, c.want)
 		}
+	}
+}
+
+// TestCapacities: a ring holds what its creator chose, a power of two from
+// MinCapacity to MaxCapacity; the peer learns it from the file; anything
+// else is refused, on either side.
+func TestCapacities(t *testing.T) {
+	for _, c := range []int{MinCapacity, 1 << 20, MaxCapacity} {
+		r, f, token, err := Create(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := Open("/proc", OfferPath(f), token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Capacity() != c || peer.Capacity() != c {
+			t.Errorf("capacity %d: creator sees %d, peer %d", c, r.Capacity(), peer.Capacity())
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Size != int64(FileSize(c)) {
+			t.Errorf("capacity %d: file of %d bytes (%v), want %d", c, st.Size, err, FileSize(c))
+		}
+		peer.Unmap()
+		r.Unmap()
+		f.Close()
+	}
+	for _, c := range []int{0, -1, MinCapacity / 2, MinCapacity + 1, 3 << 20, 2 * MaxCapacity} {
+		if _, _, _, err := Create(c); err == nil || !strings.Contains(err.Error(), "is not a power of two") {
+			t.Errorf("Create(%d): %v, want a refusal", c, err)
+		}
+	}
+	// A sealed memory file of another size is not a ring.
+	f, err := memfd("not-a-ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := prepareFile(f, FileSize(MinCapacity)+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open("/proc", OfferPath(f), make([]byte, TokenSize)); err == nil || !strings.Contains(err.Error(), "not a ring's file") {
+		t.Errorf("Open of a file of %d bytes: %v, want a refusal", FileSize(MinCapacity)+1, err)
 	}
 }

@@ -15,7 +15,8 @@ import (
 //	192  rseq      bumped after every advance of tail (uint32)
 //	196  wwaiting  1 while the writer sleeps on rseq (uint32)
 //	256  token     TokenSize random bytes that prove the peer opened this file
-//	4096 data      Capacity bytes
+//	4096 data      the ring's capacity: a power of two from MinCapacity to
+//	               MaxCapacity, which the file's size tells
 const (
 	offHead, offTail     = 0, 64
 	offWseq, offRwaiting = 128, 132
@@ -29,11 +30,11 @@ const (
 	// TokenSize is the length of the token that Create returns and Open
 	// checks.
 	TokenSize = 32
-	// Capacity is how many bytes a ring holds that the writer has written
-	// and the reader has not read yet.
-	Capacity = 4 << 20
-	// FileSize is the size of a ring's memory file, and of its mapping.
-	FileSize = headerBytes + Capacity
+	// MinCapacity and MaxCapacity bound how many bytes a ring holds that
+	// the writer has written and the reader has not read yet (its
+	// capacity, a power of two, chosen by its creator).
+	MinCapacity = 64 << 10
+	MaxCapacity = 4 << 20
 	// Piece is the most a writer copies in before it publishes, and a
 	// reader copies out before it frees the space, so that the other side
 	// can start on a large write early.
@@ -45,8 +46,21 @@ const (
 // at most one of Write and Read at a time.
 type Ring struct {
 	mem  []byte // the whole mapped file
-	data []byte // mem[headerBytes:], the byte ring
+	data []byte // mem[headerBytes:], the byte ring; its length is the capacity
 	pos  uint64 // head for the writer, tail for the reader; only this side's
+}
+
+// Capacity returns how many bytes the ring holds that the writer has
+// written and the reader has not read yet.
+func (r *Ring) Capacity() int { return len(r.data) }
+
+// FileSize is the size of the memory file, and of the mapping, of a ring
+// of the given capacity.
+func FileSize(capacity int) int { return headerBytes + capacity }
+
+// validCapacity reports whether a ring may hold c bytes.
+func validCapacity(c int) bool {
+	return c >= MinCapacity && c <= MaxCapacity && c&(c-1) == 0
 }
 
 // u64 is the shared 64-bit counter at offset off of the file.
@@ -61,7 +75,7 @@ func (r *Ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off
 func (r *Ring) Write(p []byte, stop func() error) error {
 	for len(p) > 0 {
 		tail := atomic.LoadUint64(r.u64(offTail))
-		free := Capacity - int(r.pos-tail)
+		free := len(r.data) - int(r.pos-tail)
 		if free == 0 {
 			if err := r.sleep(offRseq, offWwaiting, func() bool {
 				return atomic.LoadUint64(r.u64(offTail)) == tail
@@ -71,7 +85,7 @@ func (r *Ring) Write(p []byte, stop func() error) error {
 			continue
 		}
 		n := min(free, len(p), Piece)
-		at := int(r.pos % Capacity)
+		at := int(r.pos % uint64(len(r.data)))
 		k := copy(r.data[at:], p[:n])
 		copy(r.data, p[k:n])
 		r.pos += uint64(n)
@@ -120,7 +134,7 @@ func (r *Ring) Read(p []byte, pl Poll, gone func() bool, stop func() error) erro
 			continue
 		}
 		n := min(avail, len(p), Piece)
-		at := int(r.pos % Capacity)
+		at := int(r.pos % uint64(len(r.data)))
 		k := copy(p[:n], r.data[at:])
 		copy(p[k:n], r.data)
 		r.pos += uint64(n)

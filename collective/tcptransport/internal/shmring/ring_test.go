@@ -9,11 +9,18 @@ import (
 	"time"
 )
 
-// pair returns both sides of a fresh ring: the creator's mapping, which
-// writes, and a second mapping opened as a peer would, which reads.
+// pair returns both sides of a fresh ring of the largest capacity.
 func pair(t *testing.T) (w, r *Ring) {
 	t.Helper()
-	w, f, token, err := Create()
+	return pairOf(t, MaxCapacity)
+}
+
+// pairOf returns both sides of a fresh ring of the given capacity: the
+// creator's mapping, which writes, and a second mapping opened as a peer
+// would, which reads.
+func pairOf(t *testing.T, capacity int) (w, r *Ring) {
+	t.Helper()
+	w, f, token, err := Create(capacity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +41,17 @@ func noStop() error { return nil }
 // capacity while a reader reads them, polling or not, so the ring wraps
 // many times and the writer waits for room; every byte must arrive.
 func TestStreamWraps(t *testing.T) {
-	sizes := []int{0, 1, 7, Piece - 1, Piece + 3, Capacity - 1, Capacity, Capacity + 1, 3*Capacity + 5, 100}
+	for _, capacity := range []int{MinCapacity, 1 << 20, MaxCapacity} {
+		streamWraps(t, capacity)
+	}
+}
+
+// streamWraps is TestStreamWraps for rings of one capacity.
+func streamWraps(t *testing.T, capacity int) {
+	sizes := []int{0, 1, 7, Piece - 1, Piece + 3, capacity - 1, capacity, capacity + 1, 3*capacity + 5, 100}
 	for _, spin := range []time.Duration{0, time.Millisecond} {
 		for _, yield := range []bool{false, true} {
-			w, r := pair(t)
+			w, r := pairOf(t, capacity)
 			msgs := randomMessages(sizes)
 			done := make(chan error, 1)
 			go func() {
@@ -52,10 +66,10 @@ func TestStreamWraps(t *testing.T) {
 			for i, m := range msgs {
 				got := make([]byte, len(m))
 				if err := r.Read(got, Poll{Spin: spin, Yield: yield}, never, noStop); err != nil {
-					t.Fatalf("spin %v yield %v: message %d: %v", spin, yield, i, err)
+					t.Fatalf("capacity %d, spin %v yield %v: message %d: %v", capacity, spin, yield, i, err)
 				}
 				if !bytes.Equal(got, m) {
-					t.Fatalf("spin %v yield %v: message %d of %d bytes differs", spin, yield, i, len(m))
+					t.Fatalf("capacity %d, spin %v yield %v: message %d of %d bytes differs", capacity, spin, yield, i, len(m))
 				}
 			}
 			if err := <-done; err != nil {
@@ -112,7 +126,7 @@ func TestStopEndsWaits(t *testing.T) {
 		return nil
 	}
 	wrote, read := make(chan error, 1), make(chan error, 1)
-	go func() { wrote <- w.Write(make([]byte, Capacity+1), stop) }()
+	go func() { wrote <- w.Write(make([]byte, w.Capacity()+1), stop) }()
 	go func() { read <- r.Read(make([]byte, 1), Poll{}, never, stop) }()
 	time.Sleep(20 * time.Millisecond)
 	stopped.Store(true)
