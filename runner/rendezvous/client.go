@@ -126,6 +126,9 @@ func newClient(addr string, secret []byte, o options) *Client {
 		Conns:              1,
 		DisableCompression: true,
 		FlushDelay:         -1, // send at once: control calls are latency-bound
+		PendingRequests:    rpcPending,
+		SendBufferSize:     rpcBuffer,
+		RecvBufferSize:     rpcBuffer,
 		RequestTimeout:     o.callTimeout,
 		OnConnect:          c.onConnect,
 		Dial:               c.dial,

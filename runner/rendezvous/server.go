@@ -46,13 +46,29 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		done:     make(chan struct{}),
 	}
 	s.rpc = &gorpc.Server{
-		Addr:      cfg.Addr,
-		Handler:   newDispatcher(&service{s: s}).NewHandlerFunc(),
-		OnConnect: s.onConnect,
-		LogError:  debugLogger(s.log),
+		Addr:             cfg.Addr,
+		Handler:          newDispatcher(&service{s: s}).NewHandlerFunc(),
+		OnConnect:        s.onConnect,
+		LogError:         debugLogger(s.log),
+		PendingResponses: rpcPending,
+		SendBufferSize:   rpcBuffer,
+		RecvBufferSize:   rpcBuffer,
 	}
 	return s, nil
 }
+
+// rpcPending and rpcBuffer size each gorpc connection's queue of calls in
+// flight and its read and write buffers, at both ends. A rank has a few
+// calls in flight at most (a long poll, a heartbeat, a key-value call), and
+// its messages are small (the largest, a peer table, is about 50 bytes a
+// rank, and bigger ones still pass, through more reads). gorpc's defaults
+// (32,768 calls and 64 KiB buffers) cost about 850 KB a connection: 0.9 GB
+// at the server of a 1,024-rank job; with these, BenchmarkScaleRendezvous
+// measured 61-110 KB a connection, both ends counted.
+const (
+	rpcPending = 64
+	rpcBuffer  = 4 << 10
+)
 
 // Start listens on the configured address and serves in the background.
 // It returns an error if listening fails or the server was started or
