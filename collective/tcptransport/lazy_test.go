@@ -29,18 +29,7 @@ func ringNeighbours(rank, size int) []int {
 // eager's, closed when t ends.
 func meshOnDemand(t *testing.T, size int, base Config, eager func(rank, size int) []int) []collective.Transport {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m, err := localMesh(ctx, size, base, tuning{eager: eager})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, tr := range m {
-			tr.Close()
-		}
-	})
-	return m
+	return meshTuned(t, size, base, tuning{eager: eager})
 }
 
 // exchangeAll has every rank send a message to every other and receive
@@ -216,5 +205,17 @@ func TestShmBudget(t *testing.T) {
 	}
 	if tcp == 0 {
 		t.Error("after all-to-all among 48 ranks every link is on shared memory: the budget let too much through")
+	}
+}
+
+// TestOnDemandNeedsListener: with links on demand even the highest rank
+// must accept (lower ranks call it), so Connect refuses a nil listener
+// there; a full mesh still takes one.
+func TestOnDemandNeedsListener(t *testing.T) {
+	_, addrs := listenN(t, 2)
+	cfg := Config{Rank: 1, Size: 2, Addrs: addrs, Secret: secretOf(1), Eager: []int{}}
+	if _, err := Connect(t.Context(), nil, cfg); !errors.Is(err, collective.ErrInvalid) ||
+		!strings.Contains(err.Error(), "rank 1 of 2 needs a listener") {
+		t.Errorf("on demand, no listener: %v, want ErrInvalid naming the listener", err)
 	}
 }

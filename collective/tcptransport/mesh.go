@@ -26,7 +26,7 @@ import (
 // full mesh it closes it before returning, whatever the outcome, and
 // nothing more is accepted; with links left to form on demand the
 // transport keeps accepting on it until Close. ln may be nil for the
-// highest rank, which accepts nothing. If ctx ends first, the error names
+// highest rank of a full mesh, which accepts nothing. If ctx ends first, the error names
 // the ranks that never connected and wraps ctx's error (and
 // collective.ErrTimeout for a deadline). No goroutine started by Connect
 // outlives it, except one watcher per shared-memory link and the forming
@@ -39,7 +39,9 @@ func Connect(ctx context.Context, ln *Listener, cfg Config) (collective.Transpor
 // benchmarks set them.
 func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collective.Transport, error) {
 	cfg, err := cfg.normalize()
-	if err == nil && ln == nil && cfg.Rank < cfg.Size-1 {
+	if err == nil && ln == nil && (cfg.Rank < cfg.Size-1 || cfg.Eager != nil && cfg.Size > 1) {
+		// With links on demand even the highest rank accepts: a lower
+		// rank calls it to ask for a link.
 		err = fmt.Errorf("tcptransport: rank %d of %d needs a listener: %w", cfg.Rank, cfg.Size, collective.ErrInvalid)
 	}
 	if err != nil {
