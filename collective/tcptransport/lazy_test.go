@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -217,5 +218,58 @@ func TestOnDemandNeedsListener(t *testing.T) {
 	if _, err := Connect(t.Context(), nil, cfg); !errors.Is(err, collective.ErrInvalid) ||
 		!strings.Contains(err.Error(), "rank 1 of 2 needs a listener") {
 		t.Errorf("on demand, no listener: %v, want ErrInvalid naming the listener", err)
+	}
+}
+
+// TestOnDemandIntruders: a transport that still accepts (links form on
+// demand) drops what is not a real peer after Connect too: garbage, a
+// wrong secret, a call from a rank whose link is eager or that is not
+// lower, a call from a job of another size; a real call still forms its
+// link, and the rejections are logged.
+func TestOnDemandIntruders(t *testing.T) {
+	logs := &logBuffer{}
+	secret := secretOf(3)
+	// Rank 0's link to 1 is eager, to 2 on demand.
+	eager := func(rank, size int) []int {
+		switch rank {
+		case 0:
+			return []int{1}
+		case 1:
+			return []int{0}
+		}
+		return []int{}
+	}
+	m := meshTuned(t, 3, Config{Secret: secret, Logger: logs.logger(), HandshakeTimeout: 2 * time.Second}, tuning{eager: eager})
+	addr := m[1].Host(1)
+
+	garbage, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+	if err := untilClosed(garbage); err != nil {
+		t.Errorf("garbage: the connection was not closed: %v", err)
+	}
+	garbage.Close()
+	for _, c := range []struct {
+		name   string
+		secret []byte
+		hello  []byte
+	}{
+		{"wrong secret", secretOf(9), callHello(0, 3)},
+		{"call for an eager link", secret, callHello(0, 3)},
+		{"call from a higher rank", secret, callHello(2, 3)},
+		{"call from another job's size", secret, callHello(0, 4)},
+	} {
+		if _, err := fakeLane(t, addr, c.secret, c.hello); err == nil {
+			t.Errorf("%s: acknowledged", c.name)
+		}
+	}
+	// The real thing still works: rank 0 and rank 2 form their link on
+	// demand (rank 0 calls rank 2), and rank 1's eager links are intact.
+	exchange(t, m[0], m[2])
+	exchange(t, m[0], m[1])
+	if got := logs.lines("rejected"); len(got) == 0 {
+		t.Errorf("no rejection logged; log:\n%s", logs)
 	}
 }
