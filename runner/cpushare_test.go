@@ -275,3 +275,26 @@ func TestSSHSpawnerCPUShare(t *testing.T) {
 		}
 	})
 }
+
+// TestElasticShareOn: a worker that an elastic job adds on a host takes
+// the next of the host's slots as its processor share (bound with
+// --bind-to core), and none on a host that is not listed or is full.
+func TestElasticShareOn(t *testing.T) {
+	j := &job{cfg: Config{BindTo: BindCore}, elastic: &elasticState{
+		members: []int{0, 1, 2},
+		hosts:   []Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 1}},
+	}}
+	j.ranks = []*rankProc{{slot: Slot{Host: "a"}}, {slot: Slot{Host: "b"}}, {slot: Slot{Host: "a"}}}
+	for _, c := range []struct {
+		host string
+		want CPUShare
+	}{
+		{"a", CPUShare{Index: 2, Of: 4, Bind: true}},
+		{"b", CPUShare{}}, // full
+		{"c", CPUShare{}}, // not listed
+	} {
+		if got := j.shareOn(c.host); got != c.want {
+			t.Errorf("host %s: %+v, want %+v", c.host, got, c.want)
+		}
+	}
+}

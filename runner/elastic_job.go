@@ -278,6 +278,25 @@ func (j *job) maxNP() int {
 	return j.cfg.NP
 }
 
+// shareOn is the processor share of a worker added on host: the next of
+// the host's slots, so that a full host's workers split its processors as
+// the first ones did.
+func (j *job) shareOn(host string) CPUShare {
+	e := j.elastic
+	used := 0
+	for _, r := range e.members {
+		if hostKey(j.ranks[r].slot.Host) == hostKey(host) {
+			used++
+		}
+	}
+	for _, h := range e.hosts {
+		if hostKey(h.Name) == hostKey(host) && used < h.Slots {
+			return CPUShare{Index: used, Of: h.Slots, Bind: j.cfg.BindTo == BindCore}
+		}
+	}
+	return CPUShare{}
+}
+
 // freeSlots returns up to n hosts (one entry per slot) where a rank may
 // start now: listed, not cooling down after a failure, with a slot free.
 func (j *job) freeSlots(n int) []string {
@@ -374,6 +393,7 @@ func (j *job) spawnElastic(host string) error {
 		Argv: j.cfg.Command,
 		Env:  append(append(slices.Clone(e.forward), e.env.ForSlot(s).Environ()...), EnvElasticID+"="+elasticID(host, rank)),
 		Dir:  j.cfg.Dir,
+		CPUs: j.shareOn(host),
 	}
 	j.ranks = append(j.ranks, nil)
 	if err := j.spawn(context.Background(), s, c, len(e.forward), e.spawnerFor(host)); err != nil {
