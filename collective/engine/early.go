@@ -40,9 +40,11 @@ func (n *negotiator) earlyBytes() int {
 		return 0
 	}
 	// The whole vector must stay within what the Comm sends before it
-	// receives (InlineBytes), as a small Allreduce does.
+	// receives (InlineBytes), as a small Allreduce does. An empty tensor
+	// has nothing to carry: the vector gets no early part (no earlyOK
+	// byte), so neither may earlyOn be set.
 	b := ce.resp.req.Bytes()
-	if ctlHeader+7*n.size+n.tuneSection()+n.cache.span()+8+b > n.earlyMax {
+	if b == 0 || ctlHeader+7*n.size+n.tuneSection()+n.cache.span()+8+b > n.earlyMax {
 		return 0
 	}
 	n.earlyOn = ce.resp

@@ -207,3 +207,19 @@ func TestEarlyAllreduceBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyAllreduceEmpty: a cached all-reduce of an empty tensor, the
+// only operation of its cycles, is never carried early (it has no data to
+// carry), and repeating it completes every step. The early path once took
+// such an operation with no room for it in the control vector and indexed
+// its flag at -1.
+func TestEarlyAllreduceEmpty(t *testing.T) {
+	const steps = 12
+	req := Request{Name: "empty", Kind: KindAllreduce, DType: kernels.F32, ReduceOp: kernels.Sum, Shape: []int{0}}
+	out, st := earlyRun(t, meshtest.Mem, 3, false, req, steps, func(int, int) []byte { return []byte{} }, nil)
+	for r := range 3 {
+		if len(out[r]) != steps || st[r].Early != 0 {
+			t.Errorf("rank %d: %d of %d steps done, %d early; want all done, none early", r, len(out[r]), steps, st[r].Early)
+		}
+	}
+}
