@@ -152,7 +152,10 @@ func startShared(cmd *exec.Cmd, share CPUShare) error {
 		return err
 	}
 	cpus := mask.cpus()
-	cmd.Env = append(cmd.Env, share.threadDefaults(len(cpus), func(name string) bool { return envHas(cmd.Env, name) })...)
+	cmd.Env = append(cmd.Env, share.threadDefaults(len(cpus), func(name string) bool {
+		_, set := sshLookupEnv(cmd.Env, name)
+		return set
+	})...)
 	if !share.Bind || len(cpus) == 0 {
 		return cmd.Start()
 	}
@@ -166,16 +169,6 @@ func startShared(cmd *exec.Cmd, share CPUShare) error {
 	// run gorun's goroutines on fewer processors.
 	_ = setThreadAffinity(mask)
 	return err
-}
-
-// envHas reports whether env (NAME=value entries) sets name.
-func envHas(env []string, name string) bool {
-	for _, kv := range env {
-		if k, _, ok := strings.Cut(kv, "="); ok && k == name {
-			return true
-		}
-	}
-	return false
 }
 
 // cpuPrelude is the script that /bin/sh runs before a rank started over

@@ -181,19 +181,8 @@ func yamlKind(n *yaml.Node) string {
 // keySuggestion is "; did you mean fusion-threshold-mb?" for a key a few
 // letters off a flag's name, else "".
 func keySuggestion(key string, flags []cli.Flag) string {
-	given := strings.ReplaceAll(key, "_", "-")
-	best, bestDist := "", len(given)
-	for _, f := range flags {
-		if notInConfigFile[f.Names()[0]] {
-			continue
-		}
-		for _, name := range f.Names() {
-			if d := editDistance(given, name); d < bestDist {
-				best, bestDist = name, d
-			}
-		}
-	}
-	if best == "" || bestDist > max(1, len(given)/3) {
+	best := closestName(strings.ReplaceAll(key, "_", "-"), flags, func(name string) bool { return notInConfigFile[name] })
+	if best == "" {
 		return ""
 	}
 	return "; did you mean " + best + "?"

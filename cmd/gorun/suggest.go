@@ -18,15 +18,8 @@ func suggestion(err error, flags []cli.Flag) string {
 		return ""
 	}
 	given := strings.TrimLeft(msg[i+len(undefinedFlag):], "-")
-	best, bestDist := "", len(given)
-	for _, f := range flags {
-		for _, name := range f.Names() {
-			if d := editDistance(given, name); d < bestDist {
-				best, bestDist = name, d
-			}
-		}
-	}
-	if best == "" || bestDist > max(1, len(given)/3) {
+	best := closestName(given, flags, nil)
+	if best == "" {
 		return ""
 	}
 	dash := "--"
@@ -34,6 +27,27 @@ func suggestion(err error, flags []cli.Flag) string {
 		dash = "-"
 	}
 	return "; did you mean " + dash + best + "?"
+}
+
+// closestName returns the name or alias of one of flags (skipping those
+// whose first name skip reports) that is a typo of given, a few letters
+// off, or "" if none is.
+func closestName(given string, flags []cli.Flag, skip func(name string) bool) string {
+	best, bestDist := "", len(given)
+	for _, f := range flags {
+		if skip != nil && skip(f.Names()[0]) {
+			continue
+		}
+		for _, name := range f.Names() {
+			if d := editDistance(given, name); d < bestDist {
+				best, bestDist = name, d
+			}
+		}
+	}
+	if bestDist > max(1, len(given)/3) {
+		return ""
+	}
+	return best
 }
 
 // editDistance is the number of single-character insertions, deletions,

@@ -176,24 +176,27 @@ func newShmBudget(localEager int) *shmBudget {
 
 // forEager returns the capacity of an eager link's ring, or 0 (stay on
 // TCP) when the budget has no room left.
-func (b *shmBudget) forEager(int) int { return b.take(max(b.eager, shmring.MinCapacity)) }
+func (b *shmBudget) forEager(int) int {
+	return b.take(func(int) int { return max(b.eager, shmring.MinCapacity) })
+}
 
 // lazy returns the capacity of the ring of a link formed on demand, or 0.
 func (b *shmBudget) lazy(int) int {
-	b.mu.Lock()
-	left := shmBudgetBytes - b.spent
-	b.mu.Unlock()
-	c := shmring.MaxCapacity
-	for c > shmring.MinCapacity && c > left/4 {
-		c /= 2
-	}
-	return b.take(c)
+	return b.take(func(left int) int {
+		c := shmring.MaxCapacity
+		for c > shmring.MinCapacity && c > left/4 {
+			c /= 2
+		}
+		return c
+	})
 }
 
-// take spends c bytes if they fit in the budget.
-func (b *shmBudget) take(c int) int {
+// take spends the capacity that size chooses from what is left of the
+// budget, if it fits, and returns it; 0 if it does not.
+func (b *shmBudget) take(size func(left int) int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	c := size(shmBudgetBytes - b.spent)
 	if b.spent+c > shmBudgetBytes {
 		return 0
 	}
