@@ -41,6 +41,17 @@ type AgreeOptions struct {
 	// silent or gone leaves its part out, as for the rest of the vector.
 	Tail   int
 	Reduce kernels.ReduceFunc
+	// Data, when Reduce is set, carries such data in a buffer of its own
+	// instead of v's tail (Tail is then ignored and all of v is reduced
+	// with Min): the message is v followed by Data, gathered by the link
+	// where it can, so the data need not be copied in and out of v. Data
+	// is reduced in place only if v's byte at DataIf reads 1 after the
+	// Min, which every rank sees alike; otherwise it is left as it was.
+	// Reducing in place is safe only once every rank's say is known, that
+	// is after the last step, so Data needs an exchange of one step: a
+	// job of two ranks.
+	Data   []byte
+	DataIf int
 }
 
 // Agree all-reduces v (uint8) with an element-wise Min by recursive
@@ -67,14 +78,20 @@ func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
 	if err != nil {
 		return err
 	}
-	x := agreeRun{c: c, op: op, seq: seq, p: a.p, v: v, answers: o.Answers, scratch: c.scratchBuffers(1, len(v))[0], tail: len(v)}
+	x := agreeRun{c: c, op: op, seq: seq, p: a.p, v: v, answers: o.Answers, tail: len(v)}
 	x.min, _ = kernels.Lookup(kernels.U8, kernels.Min)
-	if o.Reduce != nil {
+	switch {
+	case o.Data != nil && (o.Reduce == nil || c.Size() != 2 || o.DataIf < 0 || o.DataIf >= len(v)):
+		return c.invalid(op, seq, "separate data need a reduction, a job of two ranks and a flag within the vector of %d bytes (ranks %d, flag at %d)", len(v), c.Size(), o.DataIf)
+	case o.Data != nil:
+		x.data, x.dataIf, x.reduce = o.Data, o.DataIf, o.Reduce
+	case o.Reduce != nil:
 		if o.Tail < o.Answers+c.Size() || o.Tail > len(v) {
 			return c.invalid(op, seq, "tail at %d overlaps the answer section [%d, %d) or lies outside a vector of %d bytes", o.Tail, o.Answers, o.Answers+c.Size(), len(v))
 		}
 		x.tail, x.reduce = o.Tail, o.Reduce
 	}
+	x.scratch = c.scratchBuffers(1, len(v)+len(x.data))[0]
 	start := o.Start
 	if start.IsZero() && o.Limit > 0 {
 		start = time.Now()
@@ -99,12 +116,22 @@ type agreeSchedule struct {
 	hops []hop
 }
 
+// lastAgree is the schedule of the Comm's last Agree, and the vector
+// length it is for.
+type lastAgree struct {
+	count int
+	agreeSchedule
+}
+
 // agreePlan returns the plan and hops of an Agree over count bytes with
 // its answer section at answers, checking both.
 func (c *Comm) agreePlan(op string, seq uint64, count, answers int) (agreeSchedule, error) {
 	rank, size := c.Rank(), c.Size()
 	if answers < 0 || answers+size > count {
 		return agreeSchedule{}, c.invalid(op, seq, "answer section [%d, %d) outside a vector of %d bytes", answers, answers+size, count)
+	}
+	if last := c.lastAgree; last.p != nil && last.count == count {
+		return last.agreeSchedule, nil // the engine agrees on a vector of one length cycle after cycle
 	}
 	p, err := c.getPlan(planKey{alg: "agree", count: count, esz: 1}, func() []Step {
 		return RecursiveDoublingAllreduce(rank, size, count)
@@ -119,7 +146,8 @@ func (c *Comm) agreePlan(op string, seq uint64, count, answers int) (agreeSchedu
 	case len(p.steps) != len(hops):
 		return agreeSchedule{}, c.invalid(op, seq, "%d steps but %d hops", len(p.steps), len(hops))
 	}
-	return agreeSchedule{p: p, hops: hops}, nil
+	c.lastAgree = lastAgree{count: count, agreeSchedule: agreeSchedule{p: p, hops: hops}}
+	return c.lastAgree.agreeSchedule, nil
 }
 
 // agreeHops derives this rank's hops once: they depend on the size only.
@@ -176,6 +204,8 @@ type agreeRun struct {
 	min     kernels.ReduceFunc // element-wise Min of uint8, before tail
 	tail    int                // where reduce takes over (len(v) without one)
 	reduce  kernels.ReduceFunc // AgreeOptions.Reduce, or nil
+	data    []byte             // AgreeOptions.Data, sent after v, or nil
+	dataIf  int                // AgreeOptions.DataIf
 }
 
 func (x *agreeRun) answered(r int) bool { return x.v[x.answers+r] == AnswerOK }
@@ -191,7 +221,7 @@ func (x *agreeRun) mark(r int, code byte) {
 func (x *agreeRun) step(ctx, hctx context.Context, i int) error {
 	st, p, v, t := x.p.steps[i], x.p, x.v, x.c.t
 	if st.SendTo >= 0 && x.answered(st.SendTo) {
-		err := t.Conn(st.SendTo).Send(hctx, Tag{Seq: x.seq, Step: p.sendTag[i]}, v[st.Send.Off:st.Send.end()])
+		err := x.send(hctx, t.Conn(st.SendTo), Tag{Seq: x.seq, Step: p.sendTag[i]}, v[st.Send.Off:st.Send.end()])
 		if err := x.settle(ctx, hctx, i, st.SendTo, err); err != nil {
 			return err
 		}
@@ -202,18 +232,37 @@ func (x *agreeRun) step(ctx, hctx context.Context, i int) error {
 	dst := v[st.Recv.Off:st.Recv.end()]
 	into := dst
 	if st.Combine == Reduce {
-		into = x.scratch[:len(dst)]
+		into = x.scratch[:len(dst)+len(x.data)]
 	}
 	if err := t.Conn(st.RecvFrom).Recv(hctx, Tag{Seq: x.seq, Step: p.recvTag[i]}, into); err != nil {
 		return x.settle(ctx, hctx, i, st.RecvFrom, err)
 	}
 	if st.Combine == Reduce { // every step carries the whole vector
 		x.min(dst[:x.tail], into[:x.tail])
-		if x.reduce != nil {
+		switch {
+		case x.data != nil && v[x.dataIf] == 1: // the only step: every rank's say is in
+			x.reduce(x.data, into[len(dst):])
+		case x.data == nil && x.reduce != nil:
 			x.reduce(dst[x.tail:], into[x.tail:])
 		}
 	}
 	return nil
+}
+
+// send sends msg, followed by the separate data if there are any.
+func (x *agreeRun) send(ctx context.Context, c Conn, tag Tag, msg []byte) error {
+	if x.data == nil {
+		return c.Send(ctx, tag, msg)
+	}
+	cm := x.c
+	if vc, ok := c.(Vectored); ok {
+		cm.agreeParts = append(cm.agreeParts[:0], msg, x.data)
+		err := vc.SendVec(ctx, tag, cm.agreeParts)
+		clear(cm.agreeParts) // hold on to no caller's buffer
+		return err
+	}
+	cm.agreeGather = append(append(cm.agreeGather[:0], msg...), x.data...)
+	return c.Send(ctx, tag, cm.agreeGather)
 }
 
 // settle sorts out a Send or Recv error of step i with peer: a missed hop

@@ -86,6 +86,11 @@ type Comm struct {
 	seq     uint64
 	plans   map[planKey]*plan
 	scratch [][]byte
+	// An Agree's message of vector and separate data (AgreeOptions.Data):
+	// its parts for a Vectored link, or gathered for another.
+	agreeParts  [][]byte
+	agreeGather []byte
+	lastAgree   lastAgree // the last Agree's schedule, reused while the length repeats
 
 	failMu sync.Mutex
 	cause  error

@@ -1,6 +1,7 @@
 package hvd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -13,27 +14,50 @@ import (
 // operation is one the caller waits for at once without a deadline: its
 // Wait runs the engine's cycles (engine.SubmitDriven).
 func (r *Runtime) submit(op string, t *Tensor, req engine.Request, out func(data []byte, shape []int) *Tensor, driven bool) *Handle {
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		return failedHandle(req.Name, fmt.Errorf("hvd: %s %q: %w", op, req.Name, ErrShutdown))
+	eh, err := r.submitEngine(op, t, req, driven)
+	if err != nil {
+		return failedHandle(req.Name, err)
 	}
-	var data []byte
-	if t != nil {
-		data = t.Data
-	}
-	submit := r.engine.Submit
-	if driven {
-		submit = r.engine.SubmitDriven
-	}
-	eh := submit(req, data)
-	return &Handle{name: req.Name, done: eh.Done(), drive: eh.Drive, result: func() (*Tensor, error) {
+	return &Handle{name: req.Name, eh: eh, result: func() (*Tensor, error) {
 		if err := eh.Err(); err != nil {
 			return nil, r.wrap(op, req.Name, err)
 		}
 		return out(eh.Output()), nil
 	}}
+}
+
+// submitEngine hands the operation to the engine, or says that the
+// runtime is shut down.
+func (r *Runtime) submitEngine(op string, t *Tensor, req engine.Request, driven bool) (*engine.Handle, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("hvd: %s %q: %w", op, req.Name, ErrShutdown)
+	}
+	var data []byte
+	if t != nil {
+		data = t.Data
+	}
+	if driven {
+		return r.engine.SubmitDriven(req, data), nil
+	}
+	return r.engine.Submit(req, data), nil
+}
+
+// runInPlace runs an in-place operation on t that the caller waits for
+// without a deadline: the caller drives the engine's cycles, and no
+// Handle of hvd's is made (for a small step, its allocations are a good
+// part of what the engine adds to the collective).
+func (r *Runtime) runInPlace(ctx context.Context, op string, t *Tensor, req engine.Request) error {
+	eh, err := r.submitEngine(op, t, req, true)
+	if err != nil {
+		return err
+	}
+	if err := eh.Wait(ctx); err != nil {
+		return r.wrap(op, req.Name, err)
+	}
+	return nil
 }
 
 // wrap names the operation, tensor and rank of an engine error.

@@ -4,15 +4,17 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/gorovod/gorovod/collective/engine"
 )
 
 // Handle is an operation in flight. Wait for it to learn its outcome; the
 // tensor must not be touched until then.
 type Handle struct {
 	name   string
-	done   <-chan struct{}
-	drive  func()                  // runs the engine's cycles in Wait (engine.Handle.Drive); nil for a failed handle
-	result func() (*Tensor, error) // called once, after done is closed
+	eh     *engine.Handle          // the engine's operation; nil for a handle failed at once
+	done   <-chan struct{}         // closed already, where eh is nil
+	result func() (*Tensor, error) // called once, after the operation is done
 	once   sync.Once
 	out    *Tensor
 	err    error
@@ -31,7 +33,12 @@ func (h *Handle) settle() {
 }
 
 // Done is closed when the operation has finished.
-func (h *Handle) Done() <-chan struct{} { return h.done }
+func (h *Handle) Done() <-chan struct{} {
+	if h.eh != nil {
+		return h.eh.Done()
+	}
+	return h.done
+}
 
 // Wait blocks until the operation finishes or ctx ends. When ctx ends first
 // the operation keeps running; Wait only stops waiting for it. With a ctx
@@ -39,11 +46,13 @@ func (h *Handle) Done() <-chan struct{} { return h.done }
 // engine's negotiation cycles itself while no other goroutine does, which
 // spares a small operation two goroutine hand-offs.
 func (h *Handle) Wait(ctx context.Context) error {
-	if ctx.Done() == nil && h.drive != nil {
-		h.drive()
+	if ctx.Done() == nil && h.eh != nil {
+		h.eh.Wait(ctx) // drives the cycles; ctx cannot end, so it returns once done
+		h.settle()
+		return h.err
 	}
 	select {
-	case <-h.done:
+	case <-h.Done():
 		h.settle()
 		return h.err
 	case <-ctx.Done():
@@ -56,7 +65,7 @@ func (h *Handle) Wait(ctx context.Context) error {
 // the input tensor. It is nil until the operation succeeded.
 func (h *Handle) Output() *Tensor {
 	select {
-	case <-h.done:
+	case <-h.Done():
 		h.settle()
 		if h.err != nil {
 			return nil

@@ -58,7 +58,15 @@ func (r *Runtime) allreduce(t *Tensor, op kernels.Op, o ReduceOptions, driven bo
 
 // Allreduce is AllreduceAsync followed by Wait.
 func (r *Runtime) Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) error {
-	return r.allreduce(t, op, o, waitsAtOnce(ctx)).Wait(ctx)
+	if !waitsAtOnce(ctx) {
+		return r.allreduce(t, op, o, false).Wait(ctx)
+	}
+	if err := t.validate(); err != nil {
+		return err
+	}
+	req := request(t, engine.KindAllreduce)
+	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
+	return r.runInPlace(ctx, "allreduce", t, req)
 }
 
 // waitsAtOnce says whether a blocking operation may be driven: its

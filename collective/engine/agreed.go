@@ -78,8 +78,8 @@ func (n *negotiator) checkStop(now time.Time) agreement {
 		return a
 	}
 	var down []int
-	for r, d := range n.ctl.shutdown() {
-		if d && r != n.rank {
+	for r := range n.size {
+		if n.ctl.down(r) && r != n.rank {
 			down = append(down, r)
 		}
 	}
@@ -102,9 +102,9 @@ func (n *negotiator) fire(joined []bool) []*task {
 			continue
 		}
 		n.cache.touch(slot)
-		en := n.hits[slot]
+		en := n.hits.get(slot)
 		if en != nil {
-			delete(n.hits, slot)
+			n.hits.del(slot)
 			delete(n.pending, en.req.Name)
 		}
 		out = append(out, &task{resp: ce.resp, en: en, slot: slot})

@@ -165,8 +165,6 @@ func (a *autotune) measure(tasks []*task, now time.Time) []tuneTrial {
 // resetCache replaces the response cache with an empty one of capacity
 // entries; pending hits are sent uncached next cycle.
 func (n *negotiator) resetCache(capacity int) {
-	for slot := range n.hits {
-		n.unhit(slot)
-	}
+	n.hits.slots(func(slot int, _ *entry) { n.unhit(slot) })
 	n.cache = newResponseCache(capacity)
 }

@@ -92,3 +92,28 @@ func TestCacheDisabled(t *testing.T) {
 		t.Fatal("a disabled cache hit")
 	}
 }
+
+// TestHitTable: the pending hits by slot, as the negotiator keeps them.
+func TestHitTable(t *testing.T) {
+	var h hitTable
+	a, b, c := &entry{seq: 1}, &entry{seq: 2}, &entry{seq: 3}
+	h.set(5, a)
+	h.set(0, b)
+	h.set(2, c)
+	h.set(2, c) // again: still one
+	h.del(7)    // none there, past the end
+	h.del(-1)
+	if h.len() != 3 || h.get(5) != a || h.get(0) != b || h.get(1) != nil || h.get(9) != nil || h.get(-1) != nil {
+		t.Fatalf("len %d, get(5) %v get(0) %v get(1) %v", h.len(), h.get(5), h.get(0), h.get(1))
+	}
+	var order []int
+	h.slots(func(slot int, en *entry) {
+		order = append(order, slot)
+		if slot == 2 {
+			h.del(slot) // deleting the current one is allowed
+		}
+	})
+	if fmt.Sprint(order) != "[0 2 5]" || h.len() != 2 || h.get(2) != nil {
+		t.Fatalf("visited %v, then len %d, get(2) %v", order, h.len(), h.get(2))
+	}
+}

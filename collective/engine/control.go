@@ -34,13 +34,17 @@ import (
 //	                              Min (d: c+1 rounded up to 8 bytes)
 //
 // The cache bit count is the response cache's span, and t and e, the same
-// on every rank; without an early all-reduce the vector ends at c.
+// on every rank; without an early all-reduce the vector ends at c. In a
+// job of two ranks, an early all-reduce without a prescale sends its data
+// apart instead (see negotiator.earlyApart): the vector ends after
+// earlyOK, and the exchange sends the data after it.
 type controlVector struct {
 	rank, size int
 	tune       int // the length of the autotuning section
 	early      int // the index of the earlyOK byte, or -1
 	data       int // the index of the early data
 	b          []byte
+	noneJoined []bool // what joined returns while no rank is joined
 }
 
 const (
@@ -52,16 +56,21 @@ const (
 )
 
 // reset sizes the vector for an autotuning section of tune bytes, span
-// cache bits and early bytes of early all-reduce data (0: none), and
-// fills it with neutral values: every flag 1, every other rank's payload
-// 0xFF, this rank's 0, every answer collective.AnswerOK, the autotuning
+// cache bits and early bytes of early all-reduce data (0: none; apart:
+// they travel after the vector, which gets only earlyOK), and fills it
+// with neutral values: every flag 1, every other rank's payload 0xFF,
+// this rank's 0, every answer collective.AnswerOK, the autotuning
 // section, every cache bit and earlyOK 0. The early data are left as they
 // are: they count only when every rank wrote its own.
-func (v *controlVector) reset(rank, size, tune, span, early int) {
+func (v *controlVector) reset(rank, size, tune, span, early int, apart bool) {
 	v.rank, v.size, v.tune = rank, size, tune
 	n := ctlHeader + 7*size + tune + span
 	v.early, v.data = -1, n
-	if early > 0 {
+	switch {
+	case early > 0 && apart:
+		v.early, v.data = n, n+1
+		n++
+	case early > 0:
 		v.early, v.data = n, (n+1+7)&^7
 		n = v.data + early
 	}
@@ -141,11 +150,23 @@ func (v *controlVector) unanswered() (silent, gone []int) {
 	return silent, gone
 }
 
-// joined returns, after the reduction, which ranks are joined.
-func (v *controlVector) joined() []bool { return v.zeros(ctlHeader) }
+// joined returns, after the reduction, which ranks are joined; the
+// caller must not modify it. While no rank is joined (nearly always) it
+// is one slice of all false, made once, rather than a new one a cycle.
+func (v *controlVector) joined() []bool {
+	for r := range v.size {
+		if v.b[ctlHeader+r] == 0 {
+			return v.zeros(ctlHeader)
+		}
+	}
+	if len(v.noneJoined) != v.size {
+		v.noneJoined = make([]bool, v.size)
+	}
+	return v.noneJoined
+}
 
-// shutdown returns, after the reduction, which ranks are shutting down.
-func (v *controlVector) shutdown() []bool { return v.zeros(ctlHeader + v.size) }
+// down reports, after the reduction, whether rank r is shutting down.
+func (v *controlVector) down(r int) bool { return v.b[ctlHeader+v.size+r] == 0 }
 
 func (v *controlVector) zeros(base int) []bool {
 	out := make([]bool, v.size)

@@ -18,7 +18,8 @@ type loopState struct {
 	recv    []byte   // the gathered requests
 	parts   [][]byte // a fused batch's tensors (reused)
 	tl      *timeline
-	running []*task // the current cycle's tasks, failed if it breaks
+	running []*task  // the current cycle's tasks, failed if it breaks
+	spare   []*entry // the array drain swaps in for the queue's
 
 	deadline  opDeadline    // bounds the data collectives by OpTimeout
 	cycleTime time.Duration // Config.CycleTime, or the autotuner's
@@ -44,7 +45,7 @@ func (e *Engine) initLoop() {
 // message table (at start, after the exchange and after a gather): on the
 // test VM the reads were a sixth of a small operation's processor time.
 func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idle, again bool, err error) {
-	e.drain()
+	e.drain(start)
 	p, err := e.neg.begin(start, stopping)
 	if err != nil {
 		return false, false, err
@@ -52,13 +53,14 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 	if err := e.exchange(ctx, p, start); err != nil {
 		return false, false, err
 	}
-	decided := e.now()
+	decided := e.since(start)
 	a := e.neg.exchanged(p.ctl, decided)
 	if err := e.follow(a); err != nil {
 		return false, false, err
 	}
-	if t := e.neg.early; t != nil {
-		e.completeEarly(t, decided)
+	early := e.neg.early != nil
+	if early {
+		e.completeEarly(e.neg.early, decided)
 	}
 	if a.gather != nil {
 		if err := e.gather(ctx, p.payload, a.gather); err != nil {
@@ -70,7 +72,7 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 	if d.joinDone {
 		e.joinDone(d.lastJoined)
 	}
-	e.count(decided.Sub(start), a.gather != nil, d.cached, d.negotiated)
+	e.count(decided.Sub(start), a.gather != nil, early, d.cached, d.negotiated)
 	if err := e.perform(ctx, &d); err != nil {
 		return false, false, err
 	}
@@ -81,36 +83,52 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 	return d.idle, d.again, nil
 }
 
+// since is now, read as start plus the time since start where the clock
+// is the real one: a monotonic read costs half of time.Now's two.
+func (e *Engine) since(start time.Time) time.Time {
+	if e.realClock {
+		return start.Add(time.Since(start))
+	}
+	return e.now()
+}
+
 // completeEarly completes the early all-reduce that the exchange reduced
-// (see early.go): its data comes out of the control vector, postscaled.
+// (see early.go): its data come out of the control vector (or were
+// reduced where they lie), postscaled.
 func (e *Engine) completeEarly(t *task, now time.Time) {
 	req := &t.resp.req
 	_, post := collective.ReduceOptions{Prescale: req.Prescale, Postscale: req.Postscale}.Factors(req.ReduceOp, e.size)
 	t.ready = now
 	e.tlBegin([]*task{t})
-	copy(t.en.data, e.neg.ctl.earlyData())
+	if !e.neg.earlyApart { // apart, the exchange reduced them where they lie
+		copy(t.en.data, e.neg.ctl.earlyData())
+	}
 	if err := kernels.Scale(req.DType, t.en.data, post); err != nil {
 		t.err = err
 	} else {
 		t.out, t.shape = t.en.data, t.en.req.Shape
 	}
-	e.mu.Lock()
-	e.stats.Batches++
-	e.stats.Tensors++
-	e.stats.Early++
-	e.mu.Unlock()
-	e.complete(t)
+	e.complete(t) // counted with the cycle (see count)
 }
 
-// drain hands the submitted requests and a Join to the negotiator.
-func (e *Engine) drain() {
+// drain hands the submitted requests and a Join to the negotiator. A
+// request without its submission time (one is read only for the
+// timeline) counts as submitted at now, the start of the cycle that takes
+// it: at most a cycle late for the ages that the stall inspector reads,
+// and one clock read fewer for every operation.
+func (e *Engine) drain(now time.Time) {
 	e.mu.Lock()
 	q, join := e.queue, e.joinReq
-	e.queue, e.joinReq = nil, nil
+	e.queue, e.joinReq = e.spare[:0], nil
 	e.mu.Unlock()
 	for _, en := range q {
+		if en.submitted.IsZero() {
+			en.submitted = now
+		}
 		e.neg.submit(en)
 	}
+	clear(q)
+	e.spare = q // the queue's other array, for the next drain
 	if join != nil {
 		e.neg.join()
 	}
@@ -133,10 +151,18 @@ func (e *Engine) note(n *logNote) {
 	}
 }
 
-func (e *Engine) count(negotiation time.Duration, gathered bool, cached, negotiated int) {
+// count adds a cycle to the statistics: its negotiation time, whether it
+// gathered, whether an early all-reduce completed in it, and how many
+// operations the cache and the message table decided.
+func (e *Engine) count(negotiation time.Duration, gathered, early bool, cached, negotiated int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stats.Cycles++
+	if early {
+		e.stats.Batches++
+		e.stats.Tensors++
+		e.stats.Early++
+	}
 	if e.driving {
 		e.stats.Driven++
 	}

@@ -16,7 +16,11 @@ import (
 // the same result, and the operation completes without a collective of its
 // own; otherwise its data is ignored and it fires from the cache as usual.
 // The choice follows from the last decision and the cache, which every
-// rank holds alike, so every rank sizes the vector the same.
+// rank holds alike, so every rank sizes the vector the same. In a job of
+// two ranks, where the exchange is one step, an all-reduce without a
+// prescale does not copy its data into the vector and back: each rank
+// sends its own buffer after the vector, and the exchange reduces it in
+// place once both earlyOK bytes are in (negotiator.earlyApart).
 
 // earlyPlan is the early all-reduce a cycle carries.
 type earlyPlan struct {
@@ -30,7 +34,7 @@ var noEarly = earlyPlan{slot: -1}
 // earlyBytes returns the size of the early all-reduce this cycle carries
 // (0: none) and sets n.earlyOn. The vector with it must fit in earlyMax.
 func (n *negotiator) earlyBytes() int {
-	n.earlyOn = nil
+	n.earlyOn, n.earlyApart = nil, false
 	if n.earlyMax <= 0 || n.next.slot < 0 {
 		return 0
 	}
@@ -48,6 +52,9 @@ func (n *negotiator) earlyBytes() int {
 		return 0
 	}
 	n.earlyOn = ce.resp
+	req := &ce.resp.req
+	pre, _ := collective.ReduceOptions{Prescale: req.Prescale, Postscale: req.Postscale}.Factors(req.ReduceOp, n.size)
+	n.earlyApart = n.size == 2 && pre == 1
 	return b
 }
 
@@ -58,7 +65,15 @@ func (n *negotiator) fillEarly() {
 	if r == nil {
 		return
 	}
-	en := n.hits[n.next.slot]
+	en := n.hits.get(n.next.slot)
+	if n.earlyApart {
+		n.earlySend = n.earlyPadding(r.req.Bytes())
+		if en != nil && !n.joined {
+			n.earlySend = en.data
+			n.ctl.b[n.ctl.early] = 1
+		}
+		return
+	}
 	if en == nil || n.joined {
 		return
 	}
@@ -71,18 +86,32 @@ func (n *negotiator) fillEarly() {
 	n.ctl.b[n.ctl.early] = 1
 }
 
-// earlyReduce is how the exchange reduces the early data: from tail on,
-// with reduce. It returns a nil reduce without an early all-reduce.
-func (n *negotiator) earlyReduce() (tail int, reduce kernels.ReduceFunc) {
+// earlyPadding returns size bytes for a rank without the early
+// all-reduce to send in place of its data (their content is ignored).
+func (n *negotiator) earlyPadding(size int) []byte {
+	if cap(n.earlyPad) < size {
+		n.earlyPad = make([]byte, size)
+	}
+	return n.earlyPad[:size]
+}
+
+// earlyReduce is how the exchange reduces the early data: with reduce,
+// from tail on in the vector, or, when they travel apart, in data, where
+// the vector's earlyOK (at flag) says every rank sent its own. It returns
+// a nil reduce without an early all-reduce.
+func (n *negotiator) earlyReduce() (tail int, data []byte, flag int, reduce kernels.ReduceFunc) {
 	r := n.earlyOn
 	if r == nil {
-		return 0, nil
+		return 0, nil, 0, nil
 	}
 	red, err := kernels.Lookup(r.req.DType, r.req.ReduceOp)
 	if err != nil {
-		return 0, nil
+		return 0, nil, 0, nil
 	}
-	return n.ctl.data, red
+	if n.earlyApart {
+		return 0, n.earlySend, n.ctl.early, red
+	}
+	return n.ctl.data, nil, 0, red
 }
 
 // takeEarly, after the exchange, turns an early all-reduce that every rank
@@ -90,17 +119,17 @@ func (n *negotiator) earlyReduce() (tail int, reduce kernels.ReduceFunc) {
 // vector), taking it out of the pending requests and hits as a fired slot
 // is. fire then skips its slot.
 func (n *negotiator) takeEarly() {
-	n.early = nil
+	n.early, n.earlySend = nil, nil
 	if n.earlyOn == nil || n.ctl.b[n.ctl.early] != 1 {
 		return
 	}
 	slot := n.next.slot
-	en := n.hits[slot]
+	en := n.hits.get(slot)
 	if en == nil { // every rank said pending, this one too: cannot happen
 		return
 	}
 	n.cache.touch(slot)
-	delete(n.hits, slot)
+	n.hits.del(slot)
 	delete(n.pending, en.req.Name)
 	n.earlyTask = task{resp: n.earlyOn, en: en, slot: slot} // one a cycle: the cycle is done with the last one
 	n.early = &n.earlyTask

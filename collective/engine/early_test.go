@@ -99,7 +99,10 @@ func floatInput(dt kernels.DType) func(rank, step int) []byte {
 // of the same steps without the early path (which runs Comm.Allreduce):
 // float sums whose rounding depends on the order, prescale and postscale,
 // average, max, integers; 2, 3 (a rank folded in) and 5 ranks, in memory
-// and over TCP. Integer sums are checked against the arithmetic too.
+// and over TCP, and 2 over shared memory. With 2 ranks and no prescale the
+// data travel after the control vector and are reduced where they lie
+// (negotiator.earlyApart); with a prescale, or more ranks, in the vector.
+// Integer sums are checked against the arithmetic too.
 func TestEarlyAllreduce(t *testing.T) {
 	const steps = 8
 	cases := []struct {
@@ -117,7 +120,7 @@ func TestEarlyAllreduce(t *testing.T) {
 		name string
 		mk   meshtest.Func
 		ns   []int
-	}{{"mem", meshtest.Mem, []int{2, 3, 5}}, {"tcp", meshtest.TCP, []int{3}}} {
+	}{{"mem", meshtest.Mem, []int{2, 3, 5}}, {"tcp", meshtest.TCP, []int{2, 3}}, {"shm", meshtest.Shm, []int{2}}} {
 		for _, n := range mesh.ns {
 			for _, c := range cases {
 				t.Run(fmt.Sprintf("%s/%d/%v-%v-%v-%v", mesh.name, n, c.dt, c.op, c.pre, c.post), func(t *testing.T) {

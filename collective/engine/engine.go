@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
@@ -96,7 +95,7 @@ type Engine struct {
 	done      chan struct{}   // closed when the loop goroutine has left
 	watchDone chan struct{}   // closed when the watchdog has left
 	cancel    context.CancelFunc
-	waiting   atomic.Pointer[exchangeWait] // the negotiation exchange in progress, for the watchdog
+	waiting   exchangeWait // the negotiation exchange in progress, for the watchdog
 
 	loopState // owned by the holder of the turn
 }
@@ -159,7 +158,12 @@ func (e *Engine) submit(req Request, data []byte, wake bool) *Handle {
 		h.finish(nil, nil, err)
 		return h
 	}
-	req.Shape, req.Splits = cloneInts(req.Shape), cloneInts(req.Splits)
+	if req.Shape != nil && len(req.Shape) <= len(h.dims) {
+		req.Shape = append(h.dims[:0:len(req.Shape)], req.Shape...)
+	} else {
+		req.Shape = cloneInts(req.Shape)
+	}
+	req.Splits = cloneInts(req.Splits)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.refuse(&req); err != nil {
@@ -169,7 +173,10 @@ func (e *Engine) submit(req Request, data []byte, wake bool) *Handle {
 	e.inflight[req.Name] = true
 	e.seq++
 	h.e = e
-	h.en = entry{req: req, data: data, h: h, submitted: e.now(), seq: e.seq, slot: -1}
+	h.en = entry{req: req, data: data, h: h, seq: e.seq, slot: -1}
+	if e.cfg.Timeline != nil && e.rank == 0 { // rank 0's timeline starts the negotiation here
+		h.en.submitted = e.now()
+	}
 	e.queue = append(e.queue, &h.en)
 	if wake {
 		e.signal()

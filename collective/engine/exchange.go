@@ -92,28 +92,35 @@ func answerLimit(op, stall time.Duration) (time.Duration, error) {
 	return 0, nil
 }
 
-// exchangeWait is where an exchange in progress waits, for the watchdog.
-// Only step changes after it is published. The names pending here are
-// read from the negotiator only when the watchdog warns (under mu, which
-// the exchange takes when it ends), not every cycle: the negotiator
-// leaves them alone while the exchange runs.
+// exchangeWait shows the watchdog the exchange in progress, if any: one
+// record per Engine, reused by every exchange (a small step allocates
+// nothing for it). The names pending here are read from the negotiator
+// only when the watchdog warns (under mu, which the exchange takes when it
+// ends), not every cycle: the negotiator leaves them alone while the
+// exchange runs.
 type exchangeWait struct {
-	since time.Time    // Engine.now when the exchange began
-	step  atomic.Int32 // the step of Comm.Agree in progress
+	step atomic.Int32 // the step of Comm.Agree in progress
 
-	mu  sync.Mutex
-	neg *negotiator // nil once the exchange ended
+	mu    sync.Mutex
+	seq   uint64      // exchanges published so far, the current one included
+	since time.Time   // Engine.now when the current one began
+	neg   *negotiator // nil while no exchange is in progress
 }
 
-// pendingNames returns the oldest names pending on this rank and how many
-// more there are, or nothing once the exchange has ended.
-func (w *exchangeWait) pendingNames() ([]string, int) {
+// stalled returns the exchange in progress (its number) with the names
+// pending here, if it has waited at least limit at now and is not the
+// exchange numbered warned; ok is false otherwise.
+func (w *exchangeWait) stalled(now time.Time, limit time.Duration, warned uint64) (seq uint64, waited time.Duration, pending []string, more int, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.neg == nil {
-		return nil, 0
+	if w.neg == nil || w.seq == warned {
+		return 0, 0, nil, 0, false
 	}
-	return w.neg.pendingNames(stallNames)
+	if waited = now.Sub(w.since); waited < limit {
+		return 0, 0, nil, 0, false
+	}
+	pending, more = w.neg.pendingNames(stallNames)
+	return w.seq, waited, pending, more, true
 }
 
 // ended withdraws the exchange from the watchdog.
@@ -121,7 +128,6 @@ func (e *Engine) ended(w *exchangeWait) {
 	if w == nil {
 		return
 	}
-	e.waiting.Store(nil)
 	w.mu.Lock()
 	w.neg = nil
 	w.mu.Unlock()
@@ -141,7 +147,7 @@ func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) erro
 	if e.realClock { // start is the real time: the hops need not read it again
 		o.Start = start
 	}
-	o.Tail, o.Reduce = e.neg.earlyReduce()
+	o.Tail, o.Data, o.DataIf, o.Reduce = e.neg.earlyReduce()
 	if w != nil {
 		o.Progress = &w.step
 	}
@@ -154,7 +160,11 @@ func (e *Engine) publishWait(start time.Time) *exchangeWait {
 	if e.cfg.StallWarning <= 0 || e.size == 1 {
 		return nil
 	}
-	w := &exchangeWait{since: start, neg: e.neg}
-	e.waiting.Store(w)
+	w := &e.waiting
+	w.step.Store(0)
+	w.mu.Lock()
+	w.seq++
+	w.since, w.neg = start, e.neg
+	w.mu.Unlock()
 	return w
 }

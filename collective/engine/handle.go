@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // Handle is an operation submitted to an Engine. Its buffer must not be
@@ -10,34 +11,56 @@ import (
 type Handle struct {
 	e     *Engine // nil for a handle failed at submission
 	name  string
-	done  chan struct{}
 	err   error
 	out   []byte
 	shape []int
-	en    entry // the engine's record of the operation (one allocation for both)
+	// fin is set once out, shape and err are final. done is Done's
+	// channel, made only when somebody asks for it (a blocking call that
+	// drives its own cycle never does); finish swaps in closedDone.
+	fin  atomic.Bool
+	done atomic.Pointer[chan struct{}]
+	en   entry  // the engine's record of the operation (one allocation for both)
+	dims [2]int // storage for the request's shape when it has no more dimensions
 }
 
-func newHandle(name string) *Handle { return &Handle{name: name, done: make(chan struct{})} }
+// closedDone is the Done channel of every finished handle that had none.
+var closedDone = func() *chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return &c
+}()
+
+func newHandle(name string) *Handle { return &Handle{name: name} }
 
 func (h *Handle) finish(out []byte, shape []int, err error) {
 	h.out, h.shape, h.err = out, shape, err
-	close(h.done)
+	h.fin.Store(true)
+	if c := h.done.Swap(closedDone); c != nil && c != closedDone {
+		close(*c)
+	}
 }
 
 // Name is the tensor name the operation was submitted under.
 func (h *Handle) Name() string { return h.name }
 
 // Done is closed when the operation has finished.
-func (h *Handle) Done() <-chan struct{} { return h.done }
+func (h *Handle) Done() <-chan struct{} {
+	if c := h.done.Load(); c != nil {
+		return *c
+	}
+	c := make(chan struct{})
+	if h.done.CompareAndSwap(nil, &c) {
+		return c
+	}
+	return *h.done.Load() // another Done's channel, or closedDone
+}
 
 // Err is the operation's outcome once Done is closed (nil before).
 func (h *Handle) Err() error {
-	select {
-	case <-h.done:
+	if h.fin.Load() {
 		return h.err
-	default:
-		return nil
 	}
+	return nil
 }
 
 // Wait blocks until the operation finishes or ctx ends, and returns its
@@ -47,8 +70,11 @@ func (h *Handle) Wait(ctx context.Context) error {
 	if ctx.Done() == nil {
 		h.Drive()
 	}
+	if h.fin.Load() { // usually, after Drive: the caller's own cycle finished it
+		return h.err
+	}
 	select {
-	case <-h.done:
+	case <-h.Done():
 		return h.err
 	case <-ctx.Done():
 		return fmt.Errorf("collective: waiting for %q: %w", h.name, ctx.Err())
@@ -60,12 +86,10 @@ func (h *Handle) Wait(ctx context.Context) error {
 // all-gather, all-to-all and reduce-scatter. It is nil before, on failure,
 // and for a barrier.
 func (h *Handle) Output() (data []byte, shape []int) {
-	select {
-	case <-h.done:
+	if h.fin.Load() {
 		return h.out, h.shape
-	default:
-		return nil, nil
 	}
+	return nil, nil
 }
 
 // Drive runs the engine's cycles that are due in the calling goroutine,

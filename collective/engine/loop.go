@@ -159,10 +159,8 @@ func (e *Engine) stopped() bool {
 // half done.
 func (e *Engine) drive(h *Handle) {
 	for {
-		select {
-		case <-h.done:
+		if h.fin.Load() {
 			return
-		default:
 		}
 		select {
 		case <-e.turn:

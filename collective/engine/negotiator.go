@@ -30,8 +30,8 @@ type entry struct {
 	submitted time.Time
 	seq       uint64 // submission order on this rank
 	state     entryState
-	slot      int // cache slot while a hit
-	cycles    int // cycles waited as a hit
+	slot      int    // cache slot while a hit
+	hitCycle  uint64 // the negotiator's cycle count when it became a hit
 }
 
 // negotiator is one rank's side of the negotiation, as a state machine in
@@ -57,7 +57,9 @@ type negotiator struct {
 	sentinel   error         // what a rank that misses limit fails with
 
 	pending    map[string]*entry // submitted, not yet decided
-	hits       map[int]*entry    // cache slot -> the pending hit on it
+	hits       hitTable          // cache slot -> the pending hit on it
+	cycles     uint64            // cycles begun
+	ageDue     time.Time         // no hit can be stale before this (zero: look; see ageHits)
 	table      *table
 	cache      *responseCache
 	held       map[uint64][]*task // grouped members waiting for the rest
@@ -81,6 +83,16 @@ type negotiator struct {
 	next     earlyPlan // the one the next cycle carries
 	earlyOn  *response // the one this cycle carries, or nil
 	early    *task     // this cycle's, completed by the exchange, or nil
+	// earlyApart: this cycle's early data travel after the vector, not in
+	// it: in a job of two ranks without a prescale, a rank sends the
+	// operation's own buffer, which the exchange reduces in place once
+	// both ranks' earlyOK is in (collective.AgreeOptions.Data), saving the
+	// copies into and out of the vector. earlySend is what this rank
+	// sends: that buffer, or earlyPad when it does not have the operation
+	// pending.
+	earlyApart bool
+	earlySend  []byte
+	earlyPad   []byte
 }
 
 // newNegotiator returns rank's negotiator in a job of size ranks, tuned by
@@ -89,7 +101,7 @@ func newNegotiator(rank, size int, cfg Config) *negotiator {
 	limit, sentinel := answerLimit(cfg.OpTimeout, cfg.StallShutdown)
 	return &negotiator{
 		rank: rank, size: size, fusion: cfg.FusionThreshold, limit: limit, sentinel: sentinel,
-		pending: map[string]*entry{}, hits: map[int]*entry{}, held: map[uint64][]*task{},
+		pending: map[string]*entry{}, held: map[uint64][]*task{},
 		table: newTable(size), cache: newResponseCache(cfg.CacheCapacity),
 		prevJoined: make([]bool, size),
 		stall:      stallInspector{warn: cfg.StallWarning, shutdown: cfg.StallShutdown},
@@ -111,8 +123,8 @@ func (n *negotiator) submit(en *entry) {
 	n.pending[en.req.Name] = en
 	n.fresh = true
 	if slot, st := n.cache.lookup(&en.req); st == cacheHit {
-		en.state, en.slot = entryHit, slot
-		n.hits[slot] = en
+		en.state, en.slot, en.hitCycle = entryHit, slot, n.cycles
+		n.hits.set(slot, en)
 	}
 }
 
@@ -153,4 +165,52 @@ func (n *negotiator) pendingNames(k int) ([]string, int) {
 		names[i] = en.req.Name
 	}
 	return names, len(n.pending) - len(names)
+}
+
+// hitTable holds the pending cache hits by slot: a slice indexed by slot,
+// since slots are small integers and a small step has a hit or two, which
+// a map would hash on every lookup and walk from a random start.
+type hitTable struct {
+	bySlot []*entry
+	n      int
+}
+
+// get returns the pending hit on slot, or nil.
+func (h *hitTable) get(slot int) *entry {
+	if slot < 0 || slot >= len(h.bySlot) {
+		return nil
+	}
+	return h.bySlot[slot]
+}
+
+// set records en as the pending hit on slot (which has none).
+func (h *hitTable) set(slot int, en *entry) {
+	for len(h.bySlot) <= slot {
+		h.bySlot = append(h.bySlot, nil)
+	}
+	if h.bySlot[slot] == nil {
+		h.n++
+	}
+	h.bySlot[slot] = en
+}
+
+// del forgets the pending hit on slot, if any.
+func (h *hitTable) del(slot int) {
+	if h.get(slot) != nil {
+		h.bySlot[slot] = nil
+		h.n--
+	}
+}
+
+// len is the number of pending hits.
+func (h *hitTable) len() int { return h.n }
+
+// slots calls f with every slot that has a pending hit, in slot order; f
+// may delete the hit it is called with.
+func (h *hitTable) slots(f func(slot int, en *entry)) {
+	for slot, en := range h.bySlot {
+		if en != nil {
+			f(slot, en)
+		}
+	}
 }

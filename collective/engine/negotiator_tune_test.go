@@ -102,7 +102,7 @@ func TestNegotiatorTuningCacheOffWithPendingHit(t *testing.T) {
 		t.Fatalf("first cycle decided %s, want [a]", got)
 	}
 	l.submit(0, ar("a", 4))
-	if l.ns[0].hits[0] == nil {
+	if l.ns[0].hits.get(0) == nil {
 		t.Fatal("a is not a pending hit on rank 0")
 	}
 	off := plan.base
@@ -113,8 +113,8 @@ func TestNegotiatorTuningCacheOffWithPendingHit(t *testing.T) {
 		t.Fatalf("switching the cache off: decided %s, applied %v and %v", firedNames(t, cs), cs[0].tune.apply, cs[1].tune.apply)
 	}
 	for r, n := range l.ns {
-		if n.cache.capacity != 0 || n.cache.span() != 0 || len(n.hits) != 0 {
-			t.Fatalf("rank %d: cache of %d entries, span %d, %d hits after switching it off", r, n.cache.capacity, n.cache.span(), len(n.hits))
+		if n.cache.capacity != 0 || n.cache.span() != 0 || n.hits.len() != 0 {
+			t.Fatalf("rank %d: cache of %d entries, span %d, %d hits after switching it off", r, n.cache.capacity, n.cache.span(), n.hits.len())
 		}
 	}
 	if cs := l.cycle(); cs[0].payload == 0 {

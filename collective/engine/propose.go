@@ -23,7 +23,7 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	n.start, n.ranksJoined, n.fired, n.sizes = now, nil, nil, n.sizes[:0]
 	n.ageHits(now)
 	v := &n.ctl
-	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span(), n.earlyBytes())
+	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span(), n.earlyBytes(), n.earlyApart)
 	n.proposeTuning(v.tuning())
 	if err := n.buildPayload(now); err != nil {
 		return proposal{}, err
@@ -41,23 +41,41 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	return proposal{ctl: v.b, answers: v.answerAt(0), payload: n.send}, nil
 }
 
-// ageHits counts a cycle for every pending hit and sends uncached instead
-// those that have waited long enough for the message table to name the
-// ranks that miss them.
+// ageHits counts a cycle and sends uncached instead the pending hits that
+// have waited long enough, in cycles and in time, for the message table to
+// name the ranks that miss them. It looks at the hits only once the oldest
+// may have waited long enough (n.ageDue): usually it has not, and a small
+// step saves a map walk. Submission times never decrease, so a hit that
+// arrives after the last look is due no earlier than n.ageDue.
 func (n *negotiator) ageHits(now time.Time) {
+	n.cycles++
 	stale := n.stall.threshold() / 2
-	for slot, en := range n.hits {
-		if en.cycles++; stale > 0 && en.cycles >= staleCycles && now.Sub(en.submitted) >= stale {
-			n.unhit(slot)
-		}
+	if stale <= 0 || n.hits.len() == 0 || now.Before(n.ageDue) {
+		return
 	}
+	var due time.Time
+	n.hits.slots(func(slot int, en *entry) {
+		waited := now.Sub(en.submitted) >= stale
+		if waited && n.cycles-en.hitCycle >= staleCycles {
+			n.unhit(slot)
+			return
+		}
+		next := en.submitted.Add(stale)
+		if waited {
+			next = now // stale in time, not yet in cycles: look again next cycle
+		}
+		if due.IsZero() || next.Before(due) {
+			due = next
+		}
+	})
+	n.ageDue = due
 }
 
 // unhit turns the pending hit on slot (if any) into an uncached request.
 func (n *negotiator) unhit(slot int) {
-	if en := n.hits[slot]; en != nil {
+	if en := n.hits.get(slot); en != nil {
 		en.state, en.slot = entryUnsent, -1
-		delete(n.hits, slot)
+		n.hits.del(slot)
 	}
 }
 
@@ -79,6 +97,9 @@ func (n *negotiator) buildPayload(now time.Time) error {
 
 // unsentPending returns the pending entries to send, in submission order.
 func (n *negotiator) unsentPending() []*entry {
+	if len(n.pending) == n.hits.len() {
+		return nil // every pending entry is a hit (hits are pending too)
+	}
 	var out []*entry
 	for _, en := range n.pending {
 		if en.state == entryUnsent {
@@ -94,9 +115,7 @@ func (n *negotiator) unsentPending() []*entry {
 // the others are ready for.
 func (n *negotiator) setBits() {
 	if !n.joined {
-		for slot := range n.hits {
-			n.ctl.setBit(slot)
-		}
+		n.hits.slots(func(slot int, _ *entry) { n.ctl.setBit(slot) })
 		return
 	}
 	for slot := range n.cache.span() {

@@ -22,24 +22,22 @@ func (e *Engine) watch() {
 	}
 	tick := time.NewTicker(min(max(limit/4, 5*time.Millisecond), time.Second))
 	defer tick.Stop()
-	var warned *exchangeWait
+	var warned uint64 // the exchange warned about, by number
 	for {
 		select {
 		case <-e.done:
 			return
 		case <-tick.C:
 		}
-		w := e.waiting.Load()
-		if w == nil || w == warned {
+		w := &e.waiting
+		seq, waited, pending, more, ok := w.stalled(e.now(), limit, warned)
+		if !ok {
 			continue
 		}
-		if waited := e.now().Sub(w.since); waited >= limit {
-			warned = w
-			pending, more := w.pendingNames()
-			e.log.Warn("collective: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
-				"missing", w.missing(e.c), "waited", waited.Round(time.Millisecond),
-				"tensors", nameList(pending, more), "hint", stallHint)
-		}
+		warned = seq
+		e.log.Warn("collective: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
+			"missing", w.missing(e.c), "waited", waited.Round(time.Millisecond),
+			"tensors", nameList(pending, more), "hint", stallHint)
 	}
 }
 
