@@ -31,10 +31,11 @@ type shmLink struct {
 	downed chan struct{} // closed when the conn fails (see down)
 	done   chan struct{} // closed when the watcher has unmapped the rings
 
-	_    [cacheLine]byte
-	whdr [headerSize]byte // touched only by the send in progress
-	_    [cacheLine]byte
-	rhdr [headerSize]byte // touched only by the recv in progress
+	_      [cacheLine]byte
+	whdr   [headerSize]byte // touched only by the send in progress
+	wparts [][]byte         // the send in progress: its header and payload
+	_      [cacheLine]byte
+	rhdr   [headerSize]byte // touched only by the recv in progress
 }
 
 // shmYield is how long a shared-memory recv polls with sched_yield(2)
@@ -74,10 +75,10 @@ func (l *shmLink) send(tag collective.Tag, p []byte) error {
 		return l.c.failed.Load().err
 	}
 	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
-	if err := l.out.Write(l.whdr[:], l.sendStopped); err != nil {
-		return err
-	}
-	return l.out.Write(p, l.sendStopped)
+	l.wparts = append(l.wparts[:0], l.whdr[:], p)
+	err := l.out.WriteVec(l.wparts, l.sendStopped)
+	clear(l.wparts) // hold on to no caller's buffer
+	return err
 }
 
 // sendVec writes one frame of the parts, copying each into the ring from
@@ -89,15 +90,10 @@ func (l *shmLink) sendVec(tag collective.Tag, parts [][]byte) error {
 		return l.c.failed.Load().err
 	}
 	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(partsLen(parts))})
-	if err := l.out.Write(l.whdr[:], l.sendStopped); err != nil {
-		return err
-	}
-	for _, p := range parts {
-		if err := l.out.Write(p, l.sendStopped); err != nil {
-			return err
-		}
-	}
-	return nil
+	l.wparts = append(append(l.wparts[:0], l.whdr[:]), parts...)
+	err := l.out.WriteVec(l.wparts, l.sendStopped)
+	clear(l.wparts)
+	return err
 }
 
 // recvVec is recv into parts in order.

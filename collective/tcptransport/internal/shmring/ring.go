@@ -73,27 +73,56 @@ func (r *Ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off
 // after every sleep (at most ringNap) whether to give up; its error is
 // returned, with part of p perhaps written.
 func (r *Ring) Write(p []byte, stop func() error) error {
-	for len(p) > 0 {
-		tail := atomic.LoadUint64(r.u64(offTail))
-		free := len(r.data) - int(r.pos-tail)
-		if free == 0 {
-			if err := r.sleep(offRseq, offWwaiting, func() bool {
-				return atomic.LoadUint64(r.u64(offTail)) == tail
-			}, stop); err != nil {
-				return err
+	return r.WriteVec([][]byte{p}, stop)
+}
+
+// WriteVec is Write of the parts one after the other, published to the
+// reader together: a small frame of a header and its payload costs the
+// reader's side one update of the head and one signal, not one per part.
+// A long one is still published every Piece, and before the writer
+// sleeps for room.
+func (r *Ring) WriteVec(parts [][]byte, stop func() error) error {
+	published := r.pos
+	for _, p := range parts {
+		for len(p) > 0 {
+			tail := atomic.LoadUint64(r.u64(offTail))
+			free := len(r.data) - int(r.pos-tail)
+			if free == 0 {
+				if r.pos != published {
+					r.publish()
+					published = r.pos
+					continue // the reader may have made room meanwhile
+				}
+				if err := r.sleep(offRseq, offWwaiting, func() bool {
+					return atomic.LoadUint64(r.u64(offTail)) == tail
+				}, stop); err != nil {
+					return err
+				}
+				continue
 			}
-			continue
+			n := min(free, len(p), Piece)
+			at := int(r.pos % uint64(len(r.data)))
+			k := copy(r.data[at:], p[:n])
+			copy(r.data, p[k:n])
+			r.pos += uint64(n)
+			p = p[n:]
+			if r.pos-published >= Piece {
+				r.publish()
+				published = r.pos
+			}
 		}
-		n := min(free, len(p), Piece)
-		at := int(r.pos % uint64(len(r.data)))
-		k := copy(r.data[at:], p[:n])
-		copy(r.data, p[k:n])
-		r.pos += uint64(n)
-		p = p[n:]
-		atomic.StoreUint64(r.u64(offHead), r.pos)
-		r.signal(offWseq, offRwaiting)
+	}
+	if r.pos != published {
+		r.publish()
 	}
 	return nil
+}
+
+// publish shows the reader everything written so far and wakes it if it
+// sleeps.
+func (r *Ring) publish() {
+	atomic.StoreUint64(r.u64(offHead), r.pos)
+	r.signal(offWseq, offRwaiting)
 }
 
 // Poll says how a Read polls an empty ring before it sleeps.

@@ -143,3 +143,46 @@ func TestStopEndsWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteVec: frames written as several parts at once (a header and its
+// payload, or many pieces) arrive as their concatenation, through
+// wrap-arounds, parts larger than Piece and than the ring, empty parts,
+// and a reader that reads in pieces of other sizes.
+func TestWriteVec(t *testing.T) {
+	const capacity = MinCapacity
+	frames := [][]int{{16, 0}, {16, 40, 4096}, {0}, {16, Piece + 9}, {3, capacity + 1, 0, 5}, {16, 7}, {2*capacity + 3, 1, capacity - 1}}
+	w, r := pairOf(t, capacity)
+	var want []byte
+	var parts [][][]byte
+	for _, sizes := range frames {
+		ps := randomMessages(sizes)
+		parts = append(parts, ps)
+		for _, p := range ps {
+			want = append(want, p...)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		for _, ps := range parts {
+			if err := w.WriteVec(ps, noStop); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	got := make([]byte, 0, len(want))
+	for chunk := 1; len(got) < len(want); chunk = chunk*3 + 1 {
+		buf := make([]byte, min(chunk%50000+1, len(want)-len(got)))
+		if err := r.Read(buf, Poll{}, never, noStop); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf...)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes that differ from the %d written", len(got), len(want))
+	}
+}
