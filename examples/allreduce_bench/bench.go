@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -23,6 +22,7 @@ type config struct {
 	warmBudget float64 // seconds of warm-up per size (soft; at least 1 call)
 	csv        bool
 	label      string
+	via        string // comm or hvd (see job)
 }
 
 // plan returns warm-up calls, max samples and calls per sample for a size,
@@ -52,39 +52,32 @@ type result struct {
 }
 
 // sweep runs every size on every rank; rank 0 prints the results to out.
-func sweep(ctx context.Context, c *collective.Comm, cfg config, out io.Writer) error {
-	if c.Rank() == 0 {
-		header(out, cfg, c.Size())
+func sweep(ctx context.Context, c job, cfg config, out io.Writer) error {
+	if c.rank() == 0 {
+		header(out, cfg, c.size())
 	}
 	for _, nbytes := range cfg.sizes {
 		res, err := measure(ctx, c, cfg, nbytes)
 		if err != nil {
 			return fmt.Errorf("size %d: %w", nbytes, err)
 		}
-		if c.Rank() == 0 {
-			report(out, cfg, c.Size(), res)
+		if c.rank() == 0 {
+			report(out, cfg, c.size(), res)
 		}
 	}
-	if err := c.Barrier(ctx); err != nil {
+	if err := c.barrier(ctx); err != nil {
 		return err
 	}
-	if c.Rank() == 0 && cfg.csv {
+	if c.rank() == 0 && cfg.csv {
 		fmt.Fprintln(out, "# done")
 	}
 	return nil
 }
 
 // proceed lets rank 0 decide for everyone whether to go on.
-func proceed(ctx context.Context, c *collective.Comm, local bool) (bool, error) {
-	flag := []uint8{0}
-	if local {
-		flag[0] = 1
-	}
-	err := collective.Broadcast(ctx, c, flag, 0)
-	return flag[0] == 1, err
-}
+func proceed(ctx context.Context, c job, local bool) (bool, error) { return c.proceed(ctx, local) }
 
-func measure(ctx context.Context, c *collective.Comm, cfg config, nbytes int) (result, error) {
+func measure(ctx context.Context, c job, cfg config, nbytes int) (result, error) {
 	esz := cfg.dtype.Size()
 	count := nbytes / esz
 	buf := make([]byte, count*esz)
@@ -95,8 +88,8 @@ func measure(ctx context.Context, c *collective.Comm, cfg config, nbytes int) (r
 	if cfg.iters > 0 {
 		iters = cfg.iters
 	}
-	refill := func() { fillConst(cfg.dtype, buf, float64(c.Rank()+1)) }
-	allreduce := func() error { return c.Allreduce(ctx, cfg.dtype, buf, cfg.op, collective.ReduceOptions{}) }
+	refill := func() { fillConst(cfg.dtype, buf, float64(c.rank()+1)) }
+	allreduce := func() error { return c.allreduce(ctx, cfg.dtype, buf, cfg.op) }
 	start := time.Now()
 	for w := 0; ; w++ {
 		more := w < warm && (w < 1 || time.Since(start).Seconds() < cfg.warmBudget)
@@ -124,7 +117,7 @@ func measure(ctx context.Context, c *collective.Comm, cfg config, nbytes int) (r
 			break
 		}
 		refill()
-		if err := c.Barrier(ctx); err != nil {
+		if err := c.barrier(ctx); err != nil {
 			return result{}, err
 		}
 		t0 := time.Now()
@@ -136,7 +129,7 @@ func measure(ctx context.Context, c *collective.Comm, cfg config, nbytes int) (r
 		samples = append(samples, time.Since(t0).Seconds()/float64(k))
 	}
 	// Per sample, the slowest rank counts.
-	if err := collective.Allreduce(ctx, c, samples, kernels.Max, collective.ReduceOptions{}); err != nil {
+	if err := c.maxOf(ctx, samples); err != nil {
 		return result{}, err
 	}
 	wrong, err := verify(ctx, c, cfg, buf)
@@ -148,14 +141,14 @@ func measure(ctx context.Context, c *collective.Comm, cfg config, nbytes int) (r
 
 // verify runs one all-reduce of rank+1 everywhere and counts, over all
 // ranks, the elements that differ from the closed-form result.
-func verify(ctx context.Context, c *collective.Comm, cfg config, buf []byte) (int64, error) {
-	fillConst(cfg.dtype, buf, float64(c.Rank()+1))
-	if err := c.Allreduce(ctx, cfg.dtype, buf, cfg.op, collective.ReduceOptions{}); err != nil {
+func verify(ctx context.Context, c job, cfg config, buf []byte) (int64, error) {
+	fillConst(cfg.dtype, buf, float64(c.rank()+1))
+	if err := c.allreduce(ctx, cfg.dtype, buf, cfg.op); err != nil {
 		return 0, err
 	}
-	want := expect(cfg.dtype, cfg.op, c.Size())
+	want := expect(cfg.dtype, cfg.op, c.size())
 	bad := []int64{int64(countWrong(cfg.dtype, buf, want))}
-	err := collective.Allreduce(ctx, c, bad, kernels.Sum, collective.ReduceOptions{})
+	err := c.sumOf(ctx, bad)
 	return bad[0], err
 }
 

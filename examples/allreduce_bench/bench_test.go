@@ -24,33 +24,42 @@ func TestParseSizes(t *testing.T) {
 }
 
 // TestSweepCSV runs the benchmark on 3 in-process ranks (hvd runtimes over
-// an in-memory network, as hvd's tests build them) and checks the lines
+// an in-memory network, as hvd's tests build them), on the communicator
+// and through the runtime's engine (-via hvd), and checks the lines
 // peers/compare.sh parses: one RESULT line per size with a correct
 // check, then "# done".
 func TestSweepCSV(t *testing.T) {
 	const n = 3
-	cfg := config{sizes: []int{4096, 100000}, dtype: kernels.F32, op: kernels.Sum, iters: 3, warmup: 1,
-		budget: 0.01, warmBudget: 0.01, csv: true, label: "gorovod"}
-	var out bytes.Buffer
-	err := hvdtest.Run(n, func(rt *hvd.Runtime) error {
-		w := &bytes.Buffer{}
-		if rt.Rank() == 0 {
-			w = &out
-		}
-		return sweep(context.Background(), rt.Comm(), cfg, w)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := resultLines(t, out.String())
-	if len(results) != 2 {
-		t.Fatalf("output:\n%s", out.String())
-	}
-	for _, l := range results {
-		f := strings.Split(l, ",")
-		if len(f) != 12 || f[1] != "gorovod" || f[2] != "3" || f[11] != "ok" {
-			t.Fatalf("bad RESULT line %q", l)
-		}
+	for _, via := range []string{"comm", "hvd"} {
+		t.Run(via, func(t *testing.T) {
+			cfg := config{sizes: []int{4096, 100000}, dtype: kernels.F32, op: kernels.Sum, iters: 3, warmup: 1,
+				budget: 0.01, warmBudget: 0.01, csv: true, label: "gorovod", via: via}
+			var out bytes.Buffer
+			err := hvdtest.Run(n, func(rt *hvd.Runtime) error {
+				w := &bytes.Buffer{}
+				if rt.Rank() == 0 {
+					w = &out
+				}
+				var j job = commJob{rt.Comm()}
+				if via == "hvd" {
+					j = &hvdJob{rt: rt}
+				}
+				return sweep(context.Background(), j, cfg, w)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := resultLines(t, out.String())
+			if len(results) != 2 {
+				t.Fatalf("output:\n%s", out.String())
+			}
+			for _, l := range results {
+				f := strings.Split(l, ",")
+				if len(f) != 12 || f[1] != "gorovod" || f[2] != "3" || f[11] != "ok" {
+					t.Fatalf("bad RESULT line %q", l)
+				}
+			}
+		})
 	}
 }
 
@@ -66,6 +75,9 @@ func TestRunWithoutLauncher(t *testing.T) {
 	results := resultLines(t, out.String())
 	if len(results) != 1 || !strings.HasPrefix(results[0], "RESULT,gorovod,1,4096,") || !strings.HasSuffix(results[0], ",ok") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+	if err := run([]string{"-via", "mpi"}, noEnv, &out); err == nil || !strings.Contains(err.Error(), `-via: "mpi" is neither comm nor hvd`) {
+		t.Fatalf("-via mpi: %v", err)
 	}
 }
 

@@ -44,10 +44,14 @@ func run(args []string, getenv func(string) string, out io.Writer) error {
 	label := fs.String("label", "gorovod", "label of the RESULT lines")
 	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default)")
 	inline := fs.Int("inline", 0, "largest buffer in bytes run inline, without pipelining goroutines (0: the library default)")
+	via := fs.String("via", "comm", "what the all-reduces go through: comm (the communicator itself) or hvd (the runtime's engine: a blocking hvd.Allreduce of a named tensor, negotiated)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := config{warmup: *warmup, iters: *iters, budget: *budget, warmBudget: *warmBudget, csv: *csv, label: *label}
+	cfg := config{warmup: *warmup, iters: *iters, budget: *budget, warmBudget: *warmBudget, csv: *csv, label: *label, via: *via}
+	if *via != "comm" && *via != "hvd" {
+		return fmt.Errorf("-via: %q is neither comm nor hvd", *via)
+	}
 	var err error
 	if cfg.sizes, err = parseSizes(*sizes); err != nil {
 		return err
@@ -108,5 +112,8 @@ func bench(ctx context.Context, hcfg hvd.Config, cfg config, out io.Writer) erro
 	}
 	defer rt.Shutdown()
 	hvd.ShareProcessors(rt) // as hvd.Init would
-	return sweep(ctx, rt.Comm(), cfg, out)
+	if cfg.via == "hvd" {
+		return sweep(ctx, &hvdJob{rt: rt}, cfg, out)
+	}
+	return sweep(ctx, commJob{rt.Comm()}, cfg, out)
 }
