@@ -79,6 +79,9 @@ func (t *table) waiting() []*tableEntry {
 // ranks not in joined have submitted. With every rank joined nothing is
 // ready.
 func (t *table) ready(joined []bool) []*response {
+	if len(t.entries) == 0 {
+		return nil // a cycle of cache hits only
+	}
 	active := 0
 	for _, j := range joined {
 		if !j {
