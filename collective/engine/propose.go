@@ -23,7 +23,8 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	n.start, n.ranksJoined, n.fired, n.sizes = now, nil, nil, n.sizes[:0]
 	n.ageHits(now)
 	v := &n.ctl
-	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span(), n.earlyBytes(), n.earlyApart)
+	early := n.earlyBytes() // sets n.earlyApart, which must be read after it
+	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span(), early, n.earlyApart)
 	n.proposeTuning(v.tuning())
 	if err := n.buildPayload(now); err != nil {
 		return proposal{}, err
@@ -45,7 +46,7 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 // have waited long enough, in cycles and in time, for the message table to
 // name the ranks that miss them. It looks at the hits only once the oldest
 // may have waited long enough (n.ageDue): usually it has not, and a small
-// step saves a map walk. Submission times never decrease, so a hit that
+// step saves the walk. Submission times never decrease, so a hit that
 // arrives after the last look is due no earlier than n.ageDue.
 func (n *negotiator) ageHits(now time.Time) {
 	n.cycles++
