@@ -49,7 +49,10 @@
 // writes its input there, and the control all-reduce reduces that part
 // with the operation's own op. If every rank had it pending, it is done
 // without a collective of its own, with the same result bit for bit
-// (Stats.Early); otherwise the data are dropped and it fires as usual. A
+// (Stats.Early); otherwise the data are dropped and it fires as usual.
+// With two ranks the data travel after the vector instead, from the
+// operation's own buffer, and are reduced there once both ranks said yes
+// (collective.AgreeOptions.Data): no copies in and out. A
 // caller that waits without a deadline runs the cycles itself (see
 // Handle.Drive), so a small blocking all-reduce costs one exchange and no
 // goroutine hand-off.
