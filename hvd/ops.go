@@ -44,28 +44,33 @@ func result(t *Tensor) func([]byte, []int) *Tensor {
 // submit their tensors in any order; ready tensors are fused into few
 // large all-reduces.
 func (r *Runtime) AllreduceAsync(t *Tensor, op kernels.Op, o ReduceOptions) *Handle {
-	return r.allreduce(t, op, o, false)
+	req, err := allreduceRequest(t, op, o)
+	if err != nil {
+		return failedHandle(nameOf(t), err)
+	}
+	return r.submit("allreduce", t, req, inPlace(t), false)
 }
 
-func (r *Runtime) allreduce(t *Tensor, op kernels.Op, o ReduceOptions, driven bool) *Handle {
+// allreduceRequest checks t and describes its all-reduce with op to the
+// engine.
+func allreduceRequest(t *Tensor, op kernels.Op, o ReduceOptions) (engine.Request, error) {
 	if err := t.validate(); err != nil {
-		return failedHandle(nameOf(t), err)
+		return engine.Request{}, err
 	}
 	req := request(t, engine.KindAllreduce)
 	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
-	return r.submit("allreduce", t, req, inPlace(t), driven)
+	return req, nil
 }
 
 // Allreduce is AllreduceAsync followed by Wait.
 func (r *Runtime) Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) error {
 	if !waitsAtOnce(ctx) {
-		return r.allreduce(t, op, o, false).Wait(ctx)
+		return r.AllreduceAsync(t, op, o).Wait(ctx)
 	}
-	if err := t.validate(); err != nil {
+	req, err := allreduceRequest(t, op, o)
+	if err != nil {
 		return err
 	}
-	req := request(t, engine.KindAllreduce)
-	req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
 	return r.runInPlace(ctx, "allreduce", t, req)
 }
 

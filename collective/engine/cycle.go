@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -97,7 +96,7 @@ func (e *Engine) since(start time.Time) time.Time {
 // reduced where they lie), postscaled.
 func (e *Engine) completeEarly(t *task, now time.Time) {
 	req := &t.resp.req
-	_, post := collective.ReduceOptions{Prescale: req.Prescale, Postscale: req.Postscale}.Factors(req.ReduceOp, e.size)
+	_, post := req.factors(e.size)
 	t.ready = now
 	e.tlBegin([]*task{t})
 	if !e.neg.earlyApart { // apart, the exchange reduced them where they lie

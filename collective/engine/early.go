@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -53,7 +52,7 @@ func (n *negotiator) earlyBytes() int {
 	}
 	n.earlyOn = ce.resp
 	req := &ce.resp.req
-	pre, _ := collective.ReduceOptions{Prescale: req.Prescale, Postscale: req.Postscale}.Factors(req.ReduceOp, n.size)
+	pre, _ := req.factors(n.size)
 	n.earlyApart = n.size == 2 && pre == 1
 	return b
 }
@@ -79,7 +78,7 @@ func (n *negotiator) fillEarly() {
 	}
 	data := n.ctl.earlyData()
 	copy(data, en.data)
-	pre, _ := collective.ReduceOptions{Prescale: r.req.Prescale, Postscale: r.req.Postscale}.Factors(r.req.ReduceOp, n.size)
+	pre, _ := r.req.factors(n.size)
 	if err := kernels.Scale(r.req.DType, data, pre); err != nil {
 		return // not a type it can scale: the usual path reports it
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -161,4 +162,10 @@ func (r *Request) splits(size int) ([]int, error) {
 		return nil, fmt.Errorf("splits %v must have %d entries adding up to %d rows", r.Splits, size, rows)
 	}
 	return r.Splits, nil
+}
+
+// factors are the request's prescale and postscale in a job of size ranks
+// (Average's division included), as the collective applies them.
+func (r *Request) factors(size int) (pre, post float64) {
+	return collective.ReduceOptions{Prescale: r.Prescale, Postscale: r.Postscale}.Factors(r.ReduceOp, size)
 }
