@@ -124,16 +124,17 @@ func (s *stallInspector) collect(now time.Time, entries []*tableEntry, joined []
 		}
 		rep.tensors++
 		rep.oldest = max(rep.oldest, age)
+		named := len(rep.names) < stallNames
 		var by []int
 		for r, req := range e.reqs {
 			switch {
-			case req != nil:
+			case req != nil && named:
 				by = append(by, r)
-			case !joined[r]:
+			case req == nil && !joined[r]:
 				rep.missing[r] = append(rep.missing[r], e.name)
 			}
 		}
-		if len(rep.names) < stallNames {
+		if named {
 			rep.names = append(rep.names, stalledName{name: e.name, by: by})
 		}
 	}
