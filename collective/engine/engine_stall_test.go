@@ -296,7 +296,7 @@ func TestEngineMismatchEndsAtOpTimeout(t *testing.T) {
 				if !errors.Is(err, engine.ErrStall) || !errors.Is(err, collective.ErrTimeout) {
 					return fmt.Errorf("got %v, want ErrStall and ErrTimeout", err)
 				}
-				for _, want := range []string{"operation timeout 1s", "a (submitted by rank 0), b (submitted by rank 1); missing ranks: rank 0: [b]; rank 1: [a]"} {
+				for _, want := range []string{"operation timeout 1s", "a (submitted by rank 0)", "b (submitted by rank 1)", "missing ranks: rank 0: [b]; rank 1: [a]"} {
 					if !strings.Contains(err.Error(), want) {
 						return fmt.Errorf("error %q does not say %q", err, want)
 					}
