@@ -12,8 +12,8 @@ const (
 	DefaultCycleTime       = time.Millisecond
 	DefaultCacheCapacity   = 1024
 	DefaultStallWarning    = 60 * time.Second
-	DefaultStallShutdown   = time.Duration(0) // never
-	DefaultOpTimeout       = 10 * time.Minute // bound on every wait for another rank (negotiation included)
+	DefaultStallShutdown   = time.Duration(0) // none of its own: OpTimeout ends a stall
+	DefaultOpTimeout       = 10 * time.Minute // bound on every wait for another rank (negotiation and stalls included)
 	DefaultStartTimeout    = 30 * time.Second
 	DefaultLogLevel        = "info"
 )
@@ -37,14 +37,18 @@ type Engine struct {
 	CacheCapacity int
 	// StallWarning: tensors submitted by some ranks but not others for
 	// this long are logged (by rank 0) with the ranks that are missing
-	// them, and a negotiation that has waited this long for ranks that do
+	// them, again after twice as long, four times, and so on (at most 16
+	// times StallWarning apart) while the stall lasts, and a negotiation that has waited this long for ranks that do
 	// not negotiate at all (they have submitted nothing) is logged, by each
 	// waiting rank, with the ranks it waits for; 0 disables.
 	// StallShutdown: after this long every rank fails its pending
-	// operations with the engine's ErrStall, naming the missing ranks; 0
-	// means never. For ranks that do not negotiate it acts as OpTimeout
-	// does (below, in real time), when it is shorter or OpTimeout is 0,
-	// with ErrStall.
+	// operations with the engine's ErrStall, naming the stalled tensors,
+	// the ranks that submitted them and the missing ranks; 0 leaves the
+	// stall to OpTimeout, which ends it in the same way when it is shorter
+	// or StallShutdown is 0 (so a stall lasts forever only when both are
+	// 0). For ranks that do not negotiate it acts as OpTimeout does
+	// (below, in real time), when it is shorter or OpTimeout is 0, with
+	// ErrStall.
 	StallWarning, StallShutdown time.Duration
 	// OpTimeout bounds every wait of an operation for another rank: each
 	// data-plane operation once every rank has submitted it, and each step
@@ -60,9 +64,14 @@ type Engine struct {
 	// many times OpTimeout after they began to wait. A rank that waits
 	// inside a data-plane operation (or the gather of new requests) names
 	// the peer it waited for in an *OpError that wraps ErrTimeout; the
-	// other ranks then see that rank leave (ErrPeerGone). Waiting for other
-	// ranks to submit a tensor while they keep negotiating is a stall, not
-	// a timeout. Measured in real time. 0 means no bound.
+	// other ranks then see that rank leave (ErrPeerGone). A tensor that
+	// some ranks submitted and others have not, while those keep
+	// negotiating, is a stall: once it has waited OpTimeout (unless
+	// StallShutdown is shorter) every rank fails its pending operations
+	// with ErrStall wrapping ErrTimeout, naming the tensors and ranks, in
+	// the same cycle. Measured in real time (a stall by the engine's
+	// clock, which is real time unless a test injects one). 0 means no
+	// bound.
 	OpTimeout time.Duration
 	// Hierarchical chooses the all-reduce, all-gather and broadcast of a
 	// job that spans hosts: On runs them in two levels (inside each host,
@@ -138,7 +147,8 @@ type Knobs struct {
 
 // DefaultEngine returns the engine knobs at their defaults: 64 MiB fusion,
 // 1 ms cycles, 1024 cache entries, a stall warning after 60 s, no stall
-// shutdown, and a 10 min bound on every wait for another rank.
+// shutdown time of its own, and a 10 min bound on every wait for another
+// rank, a stalled tensor's included.
 func DefaultEngine() Engine {
 	return Engine{
 		FusionThreshold: DefaultFusionThreshold,

@@ -64,9 +64,11 @@
 //
 // Tuning, passed to every rank: --fusion-threshold-mb (64), --cycle-time-ms
 // (1), --cache-capacity (1024), --stall-check-time (60s),
-// --stall-shutdown-time (0 = never), --timeline-filename, --log-level (info),
-// --op-timeout (10m; bounds every wait for another rank, 0 = none), --no-shared-memory (links between ranks on one
-// host use shared memory unless given), --hierarchical-allreduce (auto; on
+// --stall-shutdown-time (0 = none of its own: --op-timeout ends a stall),
+// --timeline-filename, --log-level (info), --op-timeout (10m; bounds every
+// wait for another rank, a stalled tensor's included, 0 = none),
+// --no-shared-memory (links between ranks on one host use shared memory
+// unless given), --hierarchical-allreduce (auto; on
 // runs all-reduce, all-gather and broadcast in two levels, inside each host
 // and then one copy per host across the network, off keeps the flat ring),
 // --autotune (rank 0 tries fusion thresholds, cycle times, the

@@ -69,9 +69,9 @@ func (n *negotiator) checkStop(now time.Time) agreement {
 	if !n.ctl.flag(ctlNoAbort) {
 		rep := n.stall.collect(now, n.table.waiting(), n.ctl.joined(), 0)
 		if rep == nil {
-			return agreement{err: fmt.Errorf("%w: a rank stopped the job for a stall of more than %v", ErrStall, n.stall.shutdown)}
+			return agreement{err: n.stall.stopErr()}
 		}
-		a := agreement{err: rep.err(n.stall.shutdown)}
+		a := agreement{err: rep.err(&n.stall)}
 		if n.rank == 0 {
 			a.note = &logNote{level: slog.LevelError, msg: "collective: stalled tensors: shutting down", args: []any{"err", a.err}}
 		}

@@ -63,7 +63,11 @@
 // that has run out of data calls Join: it keeps negotiating, takes part in
 // sum and average all-reduces with zeros, and Join returns once every rank
 // has joined. The stall inspector reports names that some ranks submitted
-// and others did not (rank 0 logs; after StallShutdown every rank fails);
+// and others did not (rank 0 logs, at doubling intervals while the stall
+// lasts; after StallShutdown, or OpTimeout when shorter or StallShutdown
+// is 0, the rank that sees it says so in the next exchange and every rank
+// fails, naming the tensors, the ranks that submitted them and those that
+// did not);
 // a watchdog warns about ranks that do not negotiate at all (they have
 // submitted nothing, or are stopped). The control all-reduce of step 2
 // bounds each of its waits (OpTimeout, or StallShutdown when shorter): a

@@ -20,8 +20,10 @@ const shutdownGrace = 2 * time.Second
 // Engine writes to and measures with. Its zero value disables fusion, the
 // response cache, the stall inspector, the operation timeout and the
 // timeline; DefaultConfig gives the defaults hvd and gorun use. Negative
-// sizes and times act as 0. Now is not used for OpTimeout, which is
-// measured in real time.
+// sizes and times act as 0. Now is not used for OpTimeout's bound on
+// the collectives and the exchange, which is measured in real time; the
+// stall inspector measures how long names wait (which OpTimeout bounds
+// too) with Now.
 type Config struct {
 	settings.Engine
 	// Timeline, when set on rank 0, receives a Chrome trace (JSON) of every

@@ -252,3 +252,65 @@ func TestEngineStallShutdownNamesSilentRank(t *testing.T) {
 		t.Fatal("rank 1's later operation succeeded after the job failed")
 	}
 }
+
+// TestEngineMismatchEndsAtOpTimeout: rank 0 submits "a" and rank 1 "b",
+// each waiting without a deadline of its own, with OpTimeout 1 s and no
+// stall shutdown time. Both engines keep negotiating, so no rank fails to
+// answer; the names themselves wait on each other. Once they have waited
+// OpTimeout, both operations fail with ErrStall and ErrTimeout, naming
+// each tensor, the rank that submitted it and the rank that did not, and
+// both engines are stopped. With cached names (a step of both first) the
+// hits are sent uncached after half the OpTimeout so that the table can
+// tell.
+func TestEngineMismatchEndsAtOpTimeout(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprint("cached=", cached), func(t *testing.T) {
+			cs := meshtest.Comms(t, meshtest.Mem, 2, collective.Options{})
+			es := make([]*engine.Engine, 2)
+			for r, c := range cs {
+				cfg := testConfig()
+				cfg.StallShutdown, cfg.OpTimeout = 0, time.Second
+				cfg.Logger = slog.New(slog.DiscardHandler)
+				es[r] = engine.New(c, cfg)
+			}
+			t.Cleanup(func() {
+				for _, e := range es {
+					e.Shutdown()
+				}
+			})
+			names := []string{"a", "b"}
+			if cached {
+				onEngines(t, es, func(r int, e *engine.Engine) error {
+					return waitAll([]*engine.Handle{
+						e.Submit(allreduceReq("a", kernels.F32, kernels.Sum, 1), make([]byte, 4)),
+						e.Submit(allreduceReq("b", kernels.F32, kernels.Sum, 1), make([]byte, 4)),
+					})
+				})
+			}
+			onEngines(t, es, func(r int, e *engine.Engine) error {
+				start := time.Now()
+				err := e.Submit(allreduceReq(names[r], kernels.F32, kernels.Sum, 1), make([]byte, 4)).Wait(context.Background())
+				if waited := time.Since(start); waited < time.Second {
+					return fmt.Errorf("failed after %v, before OpTimeout: %v", waited, err)
+				}
+				if !errors.Is(err, engine.ErrStall) || !errors.Is(err, collective.ErrTimeout) {
+					return fmt.Errorf("got %v, want ErrStall and ErrTimeout", err)
+				}
+				for _, want := range []string{"operation timeout 1s", "a (submitted by rank 0)", "b (submitted by rank 1)", "missing ranks: rank 0: [b]; rank 1: [a]"} {
+					if !strings.Contains(err.Error(), want) {
+						return fmt.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				return nil
+			})
+			for r, e := range es {
+				if err := e.Err(); !errors.Is(err, engine.ErrStall) {
+					t.Fatalf("rank %d: engine cause %v, want ErrStall", r, err)
+				}
+				if err := e.Submit(allreduceReq("c", kernels.F32, kernels.Sum, 1), make([]byte, 4)).Err(); !errors.Is(err, engine.ErrStall) {
+					t.Fatalf("rank %d after the stall: %v", r, err)
+				}
+			}
+		})
+	}
+}

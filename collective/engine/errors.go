@@ -18,7 +18,8 @@ var (
 	// parameters (see MismatchError).
 	ErrMismatch = errors.New("collective: mismatched tensor")
 	// ErrStall: tensors waited for missing ranks longer than the stall
-	// shutdown time.
+	// shutdown time, or than OpTimeout where that is shorter or the stall
+	// shutdown time is 0 (the error then wraps collective.ErrTimeout too).
 	ErrStall = errors.New("collective: stalled")
 	// ErrJoined: an operation cannot run because a rank has joined (only
 	// sum and average all-reduces take joined ranks).

@@ -104,7 +104,7 @@ func newNegotiator(rank, size int, cfg Config) *negotiator {
 		pending: map[string]*entry{}, held: map[uint64][]*task{},
 		table: newTable(size), cache: newResponseCache(cfg.CacheCapacity),
 		prevJoined: make([]bool, size),
-		stall:      stallInspector{warn: cfg.StallWarning, shutdown: cfg.StallShutdown},
+		stall:      newStallInspector(cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout),
 		next:       noEarly,
 	}
 }

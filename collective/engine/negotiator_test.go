@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // TestNegotiatorSameOrderEveryRank: whatever the order and the cycle in
@@ -227,4 +228,50 @@ func TestNegotiatorBadPayload(t *testing.T) {
 	if err := n.gathered(bad); err == nil || !strings.Contains(err.Error(), "requests from rank 0") {
 		t.Fatalf("gathered garbage: %v", err)
 	}
+}
+
+// TestNegotiatorMismatchEndsWithDefaults: with the default knobs, rank 0
+// waiting with "a" and rank 1 with "b" is not left to wait forever. Rank 0
+// warns at the stall warning time and then at doubling intervals (60 s,
+// 120 s, 240 s, 480 s); once the names have waited the default OpTimeout
+// (10 min), every rank stops in the same cycle with ErrStall and
+// ErrTimeout naming both tensors and the ranks.
+func TestNegotiatorMismatchEndsWithDefaults(t *testing.T) {
+	cfg := DefaultConfig()
+	if cfg.StallShutdown != 0 || cfg.OpTimeout != settings.DefaultOpTimeout || cfg.OpTimeout <= 0 {
+		t.Fatalf("defaults: stall shutdown %v, OpTimeout %v", cfg.StallShutdown, cfg.OpTimeout)
+	}
+	l := newLockstep(t, 2, tuning{fusion: cfg.FusionThreshold, cache: cfg.CacheCapacity,
+		warn: cfg.StallWarning, shutdown: cfg.StallShutdown, opTime: cfg.OpTimeout})
+	l.submit(0, ar("a", 1))
+	l.submit(1, ar("b", 1))
+	var warned []time.Duration
+	var cs []rankCycle
+	for at := time.Duration(0); ; at += 30 * time.Second {
+		l.now = t0.Add(at)
+		cs = l.cycle()
+		if cs[0].err != nil {
+			if at < cfg.OpTimeout {
+				t.Fatalf("stopped at %v, before OpTimeout: %v", at, cs[0].err)
+			}
+			break
+		}
+		if at > cfg.OpTimeout+time.Minute {
+			t.Fatalf("still waiting at %v", at)
+		}
+		if n := cs[0].inspected; n != nil && n.level == slog.LevelWarn {
+			warned = append(warned, at)
+		}
+	}
+	if want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute}; !slices.Equal(warned, want) {
+		t.Fatalf("warnings at %v, want at %v", warned, want)
+	}
+	for r, c := range cs {
+		if !errors.Is(c.err, ErrStall) || !errors.Is(c.err, collective.ErrTimeout) || c.abort ||
+			!strings.Contains(c.err.Error(), "operation timeout 10m0s") ||
+			!strings.Contains(c.err.Error(), "a (submitted by rank 0), b (submitted by rank 1); missing ranks: rank 0: [b]; rank 1: [a]") {
+			t.Fatalf("rank %d: %v (abort %v)", r, c.err, c.abort)
+		}
+	}
+	checkStallNote(t, cs, slog.LevelError, "shutting down")
 }
