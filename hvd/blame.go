@@ -29,6 +29,9 @@ const reportTimeout = 250 * time.Millisecond
 //   - a communicator failing with such an error found otherwise (another
 //     rank saw the peer go), as the Comm closes the transport: the peer's
 //     rank where the error names it;
+//   - a communicator failing because ranks did not answer a negotiation
+//     within the op timeout or stall shutdown time (*engine.NoAnswerError),
+//     as the Comm closes the transport: runner.SilentBecause, naming them;
 //   - an engine that a peer's shutdown stopped while operations were in
 //     flight, as Shutdown closes the transport: runner.PeerShutdown.
 //
@@ -88,7 +91,7 @@ func (t *blameTransport) peerCause() string {
 	}
 	err := t.r.comm.Err()
 	if na, ok := errors.AsType[*engine.NoAnswerError](err); ok && len(na.Silent) > 0 {
-		return strconv.Itoa(na.Silent[0]) // a rank that stopped answering
+		return runner.SilentBecause(na.Silent, na.Limit) // ranks that stopped answering
 	}
 	if !errors.Is(err, collective.ErrPeerGone) {
 		return ""

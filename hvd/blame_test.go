@@ -3,11 +3,13 @@ package hvd_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/kernels"
@@ -16,8 +18,9 @@ import (
 )
 
 // gorunJob joins n runtimes through a launcher-side rendezvous server, as
-// gorun's ranks do, and returns them with the server.
-func gorunJob(t *testing.T, n int) ([]*hvd.Runtime, *rendezvous.Server) {
+// gorun's ranks do, and returns them with the server. configure, if given,
+// adjusts each rank's Config besides.
+func gorunJob(t *testing.T, n int, configure ...func(cfg *hvd.Config)) ([]*hvd.Runtime, *rendezvous.Server) {
 	t.Helper()
 	secret := make([]byte, 32)
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: n, Hosts: make([]string, n)})
@@ -30,6 +33,9 @@ func gorunJob(t *testing.T, n int) ([]*hvd.Runtime, *rendezvous.Server) {
 	t.Cleanup(srv.Stop)
 	rts := hvdtest.Start(t, n, hvdtest.WithConfig(func(cfg *hvd.Config) {
 		cfg.Transport, cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = nil, srv.Addr(), secret, 10*time.Second
+		for _, c := range configure {
+			c(cfg)
+		}
 	}))
 	return rts, srv
 }
@@ -122,5 +128,23 @@ func TestReportPeerShutdown(t *testing.T) {
 	}
 	if hvd.StoppedByPeerShutdown(rts[1].EngineErr()) {
 		t.Errorf("rank 1's own shutdown (%v) reads as a peer's", rts[1].EngineErr())
+	}
+}
+
+// TestReportSilentPeer: rank 1 submits nothing while rank 0 all-reduces
+// under a short op timeout, as if rank 1 were stopped. Rank 0's operation
+// fails naming rank 1 as not answering, and by then rank 0 has reported
+// runner.SilentBecause([1], the timeout), which gorun reads to name rank 1.
+func TestReportSilentPeer(t *testing.T) {
+	const opTimeout = 300 * time.Millisecond
+	rts, srv := gorunJob(t, 2, func(cfg *hvd.Config) { cfg.OpTimeout = opTimeout })
+	x := hvd.NewTensor("x", make([]float32, 10))
+	err := rts[0].Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{})
+	v, ok := reported(srv, 0) // read as soon as the error is out
+	if na, isNA := errors.AsType[*engine.NoAnswerError](err); !isNA || !slices.Equal(na.Silent, []int{1}) {
+		t.Fatalf("rank 0: Allreduce = %v, want a NoAnswerError naming rank 1", err)
+	}
+	if want := runner.SilentBecause([]int{1}, opTimeout); !ok || v != want {
+		t.Errorf("rank 0 reported %q (present %v), want %q", v, ok, want)
 	}
 }

@@ -2,7 +2,10 @@ package runner
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,9 +25,10 @@ const (
 // its failure was caused by another rank. hvd writes it (best effort,
 // within a short timeout) before the failure reaches the program, so the
 // report is in place when the rank exits. The value is the decimal rank of
-// the peer that went away, PeerGone when the error does not say which, or
-// PeerShutdown. Launch reads it to choose which failed rank to name (see
-// culprit); any value counts.
+// the peer that went away, PeerGone when the error does not say which,
+// PeerShutdown, or SilentBecause's value when peers did not answer in
+// time. Launch reads it to choose which failed rank to name (see culprit
+// and unresponsive); any value counts.
 func FailedBecauseKey(rank int) string { return "failed-because/" + strconv.Itoa(rank) }
 
 // FailedBecauseKey values besides a peer's rank.
@@ -36,6 +40,77 @@ const (
 	// operations needed it.
 	PeerShutdown = "peer-shutdown"
 )
+
+// silentPrefix begins a FailedBecauseKey value made by SilentBecause.
+const silentPrefix = "silent "
+
+// SilentBecause is the FailedBecauseKey value of a rank that failed because
+// the ranks given did not answer it within limit (they are stopped or
+// hung): "silent 1,3 2s". A launcher that does not parse it takes it, like
+// any value, as a failure caused by a peer.
+func SilentBecause(ranks []int, limit time.Duration) string {
+	rs := make([]string, len(ranks))
+	for i, r := range ranks {
+		rs[i] = strconv.Itoa(r)
+	}
+	return silentPrefix + strings.Join(rs, ",") + " " + limit.String()
+}
+
+// parseSilent reads a SilentBecause value; ok is false for any other.
+func parseSilent(v string) (ranks []int, limit time.Duration, ok bool) {
+	f := strings.Fields(strings.TrimPrefix(v, silentPrefix))
+	if !strings.HasPrefix(v, silentPrefix) || len(f) != 2 {
+		return nil, 0, false
+	}
+	limit, err := time.ParseDuration(f[1])
+	if err != nil {
+		return nil, 0, false
+	}
+	for r := range strings.SplitSeq(f[0], ",") {
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 0 {
+			return nil, 0, false
+		}
+		ranks = append(ranks, n)
+	}
+	return ranks, limit, true
+}
+
+// UnresponsiveError names a rank that other ranks waited for in vain:
+// their operations failed because it did not answer within their op
+// timeout (or stall shutdown time), and they reported it (SilentBecause).
+// Launch returns it, in place of those ranks' own failures, when it blames
+// such a rank; it kills the rank at once with SIGKILL, which reaches a
+// stopped process too.
+type UnresponsiveError struct {
+	Rank       int
+	Host       string
+	Limit      time.Duration // the longest wait reported; 0 if none was given
+	ReportedBy []int         // the failed ranks that named it, in rank order
+	Exit       error         // the rank's own failure if it had ended when blamed, else nil
+}
+
+// Error says which rank stopped answering and who found it:
+// "runner: rank 1 on node2 stopped answering (no answer within 2s,
+// reported by ranks 0 and 2)".
+func (e *UnresponsiveError) Error() string {
+	by := "rank " + strconv.Itoa(e.ReportedBy[0])
+	if n := len(e.ReportedBy); n > 1 {
+		rs := make([]string, n)
+		for i, r := range e.ReportedBy {
+			rs[i] = strconv.Itoa(r)
+		}
+		by = "ranks " + strings.Join(rs[:n-1], ", ") + " and " + rs[n-1]
+	}
+	within := ""
+	if e.Limit > 0 {
+		within = " within " + e.Limit.String()
+	}
+	return fmt.Sprintf("runner: rank %d on %s stopped answering (no answer%s, reported by %s)", e.Rank, e.Host, within, by)
+}
+
+// Unwrap returns the rank's own failure, if it had ended.
+func (e *UnresponsiveError) Unwrap() error { return e.Exit }
 
 // failedRank is a rank that failed, as Launch saw it.
 type failedRank struct {
@@ -77,6 +152,51 @@ func culprit(fails []failedRank) int {
 	return best
 }
 
+// silentVote is a rank that failed ranks reported as not answering.
+type silentVote struct {
+	rank  int
+	by    []int         // the failed ranks that named it, in order of exit
+	limit time.Duration // the longest wait they reported
+}
+
+// unresponsive returns the rank that the reports in fails name as not
+// answering (SilentBecause), ok false if none does: the one named by most
+// reports, the lowest rank among equals. A rank that itself reported
+// another as silent is not chosen: it was answering, and a rank frozen in
+// the middle of an exchange can leave other ranks naming, beside it, a
+// rank that waited for it. eligible says whether a rank may be named: one
+// that exited with status 0 cannot have stopped answering.
+func unresponsive(fails []failedRank, eligible func(rank int) bool) (v silentVote, ok bool) {
+	var votes []silentVote
+	accusers := map[int]bool{}
+	for _, f := range fails {
+		ranks, limit, isSilent := parseSilent(f.because)
+		if !isSilent {
+			continue
+		}
+		accusers[f.rank] = true
+		for _, r := range ranks {
+			i := slices.IndexFunc(votes, func(v silentVote) bool { return v.rank == r })
+			if i < 0 {
+				votes, i = append(votes, silentVote{rank: r}), len(votes)
+			}
+			if !slices.Contains(votes[i].by, f.rank) {
+				votes[i].by = append(votes[i].by, f.rank)
+			}
+			votes[i].limit = max(votes[i].limit, limit)
+		}
+	}
+	for _, c := range votes {
+		if accusers[c.rank] || !eligible(c.rank) {
+			continue
+		}
+		if !ok || len(c.by) > len(v.by) || len(c.by) == len(v.by) && c.rank < v.rank {
+			v, ok = c, true
+		}
+	}
+	return v, ok
+}
+
 // judge takes in the exit of a rank while the job runs, and returns the
 // cause to stop the job with now, or nil. A failure opens the blame window
 // (blame chooses when it ends), except a death by a signal that the rank
@@ -109,7 +229,7 @@ func (j *job) judge(ex rankExit) error {
 // stops the job when it comes).
 func (j *job) windowEnded() error {
 	j.reread()
-	if !j.waitedOn && j.fails[culprit(j.fails)].standing() == 2 {
+	if _, ok := j.unresponsive(); !ok && !j.waitedOn && j.fails[culprit(j.fails)].standing() == 2 {
 		j.waitedOn = true
 		j.choose = time.After(blameWait - blameWindow)
 		return nil
@@ -120,16 +240,56 @@ func (j *job) windowEnded() error {
 // blame chooses, among the ranks failed so far, the one to name (see
 // culprit) and returns its error. It reads the reports again, since a rank
 // may report after Launch saw it exit; the other failures are logged.
+// When the failed ranks report that a rank did not answer them, that rank
+// is named instead (an *UnresponsiveError; see unresponsive), whether it
+// has ended or not, unless the culprit died of a signal on its own.
 func (j *job) blame() error {
 	j.reread()
-	c := j.fails[culprit(j.fails)]
+	i, v, silent := verdict(j.fails, j.eligible)
+	blamed, err := j.fails[i].rank, j.fails[i].err
+	if silent {
+		u := &UnresponsiveError{Rank: v.rank, Host: j.ranks[v.rank].slot.Host, Limit: v.limit, ReportedBy: slices.Sorted(slices.Values(v.by))}
+		if i := slices.IndexFunc(j.fails, func(f failedRank) bool { return f.rank == v.rank }); i >= 0 {
+			u.Exit = j.fails[i].err
+		} else {
+			j.frozen = j.ranks[v.rank]
+		}
+		blamed, err = v.rank, u
+	}
 	for _, f := range j.fails {
-		if f.rank != c.rank {
+		if f.rank != blamed {
 			j.log.Info("gorun: rank failed too", "rank", f.rank, "err", f.err,
-				"because", f.because, "blamed", c.rank)
+				"because", f.because, "blamed", blamed)
 		}
 	}
-	return c.err
+	return err
+}
+
+// verdict chooses whom blame names among fails (not empty): fails[i], the
+// culprit, or, when silent is true, the rank v that the failed ranks
+// reported as not answering (see unresponsive; eligible as there). Such
+// reports outrank every failure but the culprit's death by a signal that
+// it did not blame on a peer.
+func verdict(fails []failedRank, eligible func(rank int) bool) (i int, v silentVote, silent bool) {
+	i = culprit(fails)
+	if fails[i].standing() == 0 {
+		return i, silentVote{}, false
+	}
+	v, silent = unresponsive(fails, eligible)
+	return i, v, silent
+}
+
+// unresponsive returns the rank that the failed ranks reported as not
+// answering, if any (see the function unresponsive).
+func (j *job) unresponsive() (silentVote, bool) { return unresponsive(j.fails, j.eligible) }
+
+// eligible reports whether rank may be named as not answering: it was
+// started, and it is still running or has failed.
+func (j *job) eligible(rank int) bool {
+	if rank < 0 || rank >= len(j.ranks) || j.ranks[rank] == nil {
+		return false
+	}
+	return !j.ranks[rank].done || slices.ContainsFunc(j.fails, func(f failedRank) bool { return f.rank == rank })
 }
 
 // reread reads the reports of the failed ranks again.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -253,5 +255,195 @@ func TestLaunchRanksThatNeverJoin(t *testing.T) {
 				t.Errorf("Launch = %v, want nil", err)
 			}
 		})
+	}
+}
+
+func TestSilentBecause(t *testing.T) {
+	v := SilentBecause([]int{1, 3}, 2*time.Second)
+	if v != "silent 1,3 2s" {
+		t.Errorf("SilentBecause = %q, want %q", v, "silent 1,3 2s")
+	}
+	ranks, limit, ok := parseSilent(v)
+	if !ok || !slices.Equal(ranks, []int{1, 3}) || limit != 2*time.Second {
+		t.Errorf("parseSilent(%q) = %v, %v, %v", v, ranks, limit, ok)
+	}
+	for _, bad := range []string{"1", PeerGone, PeerShutdown, "unspecified", "silent", "silent 1", "silent x 2s", "silent 1 two", "silent -1 2s", "silent 1 2s 3"} {
+		if _, _, ok := parseSilent(bad); ok {
+			t.Errorf("parseSilent(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestUnresponsive(t *testing.T) {
+	silent := func(limit time.Duration, ranks ...int) string { return SilentBecause(ranks, limit) }
+	all := func(int) bool { return true }
+	for _, tc := range []struct {
+		name     string
+		fails    []failedRank
+		eligible func(int) bool
+		want     int // rank; -1: none
+		by       []int
+		limit    time.Duration
+	}{
+		{"no reports", []failedRank{{rank: 0, err: exited(0, 1)}}, all, -1, nil, 0},
+		{"a peer that went away is not silent", []failedRank{{rank: 0, err: exited(0, 1), because: "1"}}, all, -1, nil, 0},
+		{"one report", []failedRank{{rank: 0, err: exited(0, 1), because: silent(2*time.Second, 1)}}, all, 1, []int{0}, 2 * time.Second},
+		{"two reports agree",
+			[]failedRank{{rank: 2, err: exited(2, 1), because: silent(time.Second, 1)}, {rank: 0, err: exited(0, 1), because: silent(2*time.Second, 1)}},
+			all, 1, []int{2, 0}, 2 * time.Second},
+		{"the most named wins over one named beside it",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent(time.Second, 2, 3)}, {rank: 1, err: exited(1, 1), because: silent(time.Second, 3)}},
+			all, 3, []int{0, 1}, time.Second},
+		{"a rank that reported another silent was answering",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent(time.Second, 1, 2)}, {rank: 2, err: exited(2, 1), because: silent(time.Second, 1)}},
+			all, 1, []int{0, 2}, time.Second},
+		{"the lowest among equals",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent(time.Second, 3, 2)}},
+			all, 2, []int{0}, time.Second},
+		{"ranks that accuse each other name nobody",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent(time.Second, 1)}, {rank: 1, err: exited(1, 1), because: silent(time.Second, 0)}},
+			all, -1, nil, 0},
+		{"a rank that exited 0 is not named",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent(time.Second, 1)}},
+			func(r int) bool { return r != 1 }, -1, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := unresponsive(tc.fails, tc.eligible)
+			switch {
+			case tc.want < 0 && ok:
+				t.Errorf("unresponsive = rank %d, want none", v.rank)
+			case tc.want >= 0 && (!ok || v.rank != tc.want || !slices.Equal(v.by, tc.by) || v.limit != tc.limit):
+				t.Errorf("unresponsive = %+v (ok %v), want rank %d by %v within %v", v, ok, tc.want, tc.by, tc.limit)
+			}
+		})
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	silent := SilentBecause([]int{1}, 2*time.Second)
+	all := func(int) bool { return true }
+	for _, tc := range []struct {
+		name   string
+		fails  []failedRank
+		want   int // rank
+		silent bool
+	}{
+		{"a silent report outranks its own reporter", []failedRank{{rank: 0, err: exited(0, 1), because: silent}}, 1, true},
+		{"a silent report outranks a plain failure",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent}, {rank: 2, err: exited(2, 1)}}, 1, true},
+		{"a silent report outranks a peer-gone report",
+			[]failedRank{{rank: 2, err: exited(2, 1), because: "0"}, {rank: 0, err: exited(0, 1), because: silent}}, 1, true},
+		{"a signal death outranks a silent report",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent}, {rank: 2, err: killed(2, "SIGSEGV")}}, 2, false},
+		{"a signal death of the silent rank names it as silent",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: silent}, {rank: 1, err: killed(1, "SIGSEGV"), because: "0"}}, 1, true},
+		{"without silent reports the culprit",
+			[]failedRank{{rank: 0, err: exited(0, 1), because: "1"}, {rank: 1, err: exited(1, 7)}}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i, v, s := verdict(tc.fails, all)
+			got := tc.fails[i].rank
+			if s {
+				got = v.rank
+			}
+			if got != tc.want || s != tc.silent {
+				t.Errorf("verdict = rank %d (silent %v), want rank %d (silent %v)", got, s, tc.want, tc.silent)
+			}
+		})
+	}
+}
+
+func TestUnresponsiveErrorMessage(t *testing.T) {
+	for _, tc := range []struct {
+		err  *UnresponsiveError
+		want string
+	}{
+		{&UnresponsiveError{Rank: 1, Host: "n2", Limit: 2 * time.Second, ReportedBy: []int{0}},
+			"runner: rank 1 on n2 stopped answering (no answer within 2s, reported by rank 0)"},
+		{&UnresponsiveError{Rank: 1, Host: "n2", Limit: time.Minute, ReportedBy: []int{0, 2}},
+			"runner: rank 1 on n2 stopped answering (no answer within 1m0s, reported by ranks 0 and 2)"},
+		{&UnresponsiveError{Rank: 3, Host: "n2", ReportedBy: []int{0, 1, 2}},
+			"runner: rank 3 on n2 stopped answering (no answer, reported by ranks 0, 1 and 2)"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestLaunchNamesTheRankThatStoppedAnswering: rank 1 is frozen (it ignores
+// SIGTERM, as a stopped process does); rank 0 fails, reporting that rank 1
+// did not answer within 2s, and rank 2 exits with status 1 without a
+// report. Launch names rank 1 as not answering, not a survivor, within
+// the blame window rather than blameWait, and kills rank 1 at once rather
+// than after the grace period.
+func TestLaunchNamesTheRankThatStoppedAnswering(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rest func(f *fakeSpawner) // what rank 2 does after rank 0 failed
+		want string
+	}{
+		{"a survivor still running",
+			func(*fakeSpawner) {},
+			"runner: rank 1 on a stopped answering (no answer within 2s, reported by rank 0); killed it; stopped the other rank"},
+		{"a survivor exited without a report",
+			func(f *fakeSpawner) { f.proc(2).exit(1) },
+			"runner: rank 1 on a stopped answering (no answer within 2s, reported by rank 0); killed it"},
+		{"two reports",
+			func(f *fakeSpawner) { reportAs(t, f, 2, SilentBecause([]int{1}, time.Second)); f.proc(2).exit(1) },
+			"runner: rank 1 on a stopped answering (no answer within 2s, reported by ranks 0 and 2); killed it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSpawner(t)
+			f.ignore[1] = true
+			cfg := fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{})
+			cfg.GracePeriod = time.Minute // a kill after the grace period would miss the deadline below
+			errc := launchAsync(t.Context(), cfg)
+			f.waitSpawned(3)
+			start := time.Now()
+			reportAs(t, f, 0, SilentBecause([]int{1}, 2*time.Second))
+			f.proc(0).exit(1)
+			tc.rest(f)
+			err := await(t, errc, blameWait+5*time.Second)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Launch = %v, want %q", err, tc.want)
+			}
+			u, ok := errors.AsType[*UnresponsiveError](err)
+			if !ok || u.Rank != 1 || u.Exit != nil {
+				t.Errorf("Launch's error %v: UnresponsiveError %+v, want rank 1, still running", err, u)
+			}
+			if _, ok := errors.AsType[*ExitError](err); ok {
+				t.Errorf("Launch's error %v wraps a survivor's ExitError", err)
+			}
+			signals, _, killAt := f.proc(1).record()
+			if killAt.IsZero() || slices.Contains(signals, os.Signal(syscall.SIGTERM)) {
+				t.Errorf("rank 1 got %v and Kill at %v; want Kill and no SIGTERM", signals, killAt)
+			}
+			if took := time.Since(start); took >= blameWait {
+				t.Errorf("Launch took %v, want less than blameWait %v: it named rank 1 when the window ended", took, blameWait)
+			}
+		})
+	}
+}
+
+// TestLaunchSilentReportYieldsToASignalDeath: rank 0 reports that rank 1
+// did not answer, but rank 2 dies of SIGSEGV on its own: Launch names
+// rank 2 (a crash that made the others wait is its own failure).
+func TestLaunchSilentReportYieldsToASignalDeath(t *testing.T) {
+	f := newFakeSpawner(t)
+	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{}))
+	f.waitSpawned(3)
+	reportAs(t, f, 0, SilentBecause([]int{1}, 2*time.Second))
+	f.proc(0).exit(1)
+	_ = pingAs(t, f, 2) // a round trip, so that Launch most likely sees rank 0's exit first
+	f.proc(2).finish(&ExitError{Rank: 2, Host: "a", Status: -1, Signal: "SIGSEGV"})
+	err := await(t, errc, blameWait+5*time.Second)
+	// Launch may see rank 2's death before rank 0's exit: "the other rank"
+	// or "the other 2 ranks".
+	if want := "runner: rank 2 on a was killed by SIGSEGV; stopped the other "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Launch = %v, want %q...", err, want)
+	}
+	if _, ok := errors.AsType[*UnresponsiveError](err); ok {
+		t.Errorf("Launch = %v, want no UnresponsiveError", err)
 	}
 }

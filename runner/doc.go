@@ -149,9 +149,17 @@
 // up to 0.5 s after the first failure, or until every rank has ended, then
 // prefers a rank killed by a signal, then any other failure, over ranks
 // that blamed a peer, and the earliest among equals; if every failure so
-// far blamed a peer, it waits up to 3 s for the one they blamed. A rank
-// that exits, even with status 0, without registering while another rank
-// has registered also stops the job. Then Launch aborts the rendezvous with the reason
+// far blamed a peer, it waits up to 3 s for the one they blamed. When
+// ranks report that a rank did not answer them within their op timeout or
+// stall shutdown time (it is stopped or hung; see SilentBecause), Launch
+// names that rank, the one most reports name, over every failure but a
+// death by a signal, as an *UnresponsiveError, and kills it at once with
+// SIGKILL:
+//
+//	runner: rank 1 on node2 stopped answering (no answer within 2s, reported by rank 0); killed it
+//
+// A rank that exits, even with status 0, without registering while
+// another rank has registered also stops the job. Then Launch aborts the rendezvous with the reason
 // (ranks blocked in or watching it fail at once), sends SIGTERM to every
 // other rank (to its whole process group), SIGKILL after GracePeriod (3 s),
 // and returns an error that wraps the rank's *ExitError:

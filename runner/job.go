@@ -52,9 +52,10 @@ type job struct {
 	early    *ExitError       // the first rank that exited 0 before joining, or nil
 	joins    <-chan struct{}  // rendezvous changes, watched while early may strand others
 
-	failure  error // what stopped the job: the blamed rank, spawn error or interrupt
-	stopping int   // ranks that were running when the stop began
-	killed   int   // ranks that needed SIGKILL
+	failure  error     // what stopped the job: the blamed rank, spawn error or interrupt
+	frozen   *rankProc // the blamed rank, still running, that stopped answering (blame), or nil
+	stopping int       // ranks that were running when the stop began, the frozen one aside
+	killed   int       // ranks that needed SIGKILL after the grace period
 
 	elastic *elasticState // nil unless the job is elastic (Config.Elastic)
 	done    chan struct{} // closed when watch returns
@@ -222,15 +223,26 @@ func (j *job) exited(ex rankExit) {
 }
 
 // stop begins stopping the job because of cause: it aborts the rendezvous
-// and sends SIGTERM to every running rank. The returned channel fires when
-// the grace period is over.
+// and sends SIGTERM to every running rank, SIGKILL to a blamed rank that
+// stopped answering (j.frozen; SIGTERM would wait on a stopped process).
+// The returned channel fires when the grace period is over.
 func (j *job) stop(cause error) <-chan time.Time {
 	j.failure = cause
 	j.choose, j.joins = nil, nil
 	j.stopping = j.running
 	j.srv.Abort(strings.TrimPrefix(cause.Error(), "runner: "))
 	j.log.Info("gorun: stopping the job", "cause", cause, "running", j.running)
+	if r := j.frozen; r != nil && !r.done {
+		j.stopping--
+		j.log.Info("gorun: killing the rank that stopped answering", "rank", r.slot.Rank, "host", r.slot.Host)
+		if err := r.proc.Kill(); err != nil {
+			j.log.Warn("gorun: SIGKILL", "rank", r.slot.Rank, "err", err)
+		}
+	}
 	for _, r := range j.live() {
+		if r == j.frozen {
+			continue
+		}
 		if err := r.proc.Signal(syscall.SIGTERM); err != nil {
 			j.log.Info("gorun: SIGTERM", "rank", r.slot.Rank, "err", err)
 		}
@@ -242,6 +254,12 @@ func (j *job) stop(cause error) <-chan time.Time {
 // fires when Launch stops waiting for them.
 func (j *job) killAll() <-chan time.Time {
 	for _, r := range j.live() {
+		if r == j.frozen { // killed when the stop began; not gone yet
+			if err := r.proc.Kill(); err != nil {
+				j.log.Warn("gorun: SIGKILL", "rank", r.slot.Rank, "err", err)
+			}
+			continue
+		}
 		j.killed++
 		j.log.Info("gorun: rank did not stop in time; killing it", "rank", r.slot.Rank, "grace", j.cfg.GracePeriod)
 		if err := r.proc.Kill(); err != nil {
@@ -270,15 +288,19 @@ func (j *job) result(stuck error) error {
 		return nil
 	}
 	var what string
+	if j.frozen != nil {
+		what = "killed it"
+	}
 	switch {
-	case j.stopping == 0 && stuck == nil:
+	case j.stopping == 0 && stuck == nil && what == "":
 		return j.failure
+	case j.stopping == 0 && what != "": // the frozen rank was the only one running
 	case errors.Is(j.failure, ErrInterrupted):
 		what = fmt.Sprintf("stopped %d running %s", j.stopping, plural(j.stopping, "rank"))
 	case j.stopping == 1:
-		what = "stopped the other rank"
+		what = join(what, "stopped the other rank")
 	default:
-		what = fmt.Sprintf("stopped the other %d ranks", j.stopping)
+		what = join(what, fmt.Sprintf("stopped the other %d ranks", j.stopping))
 	}
 	if j.killed > 0 {
 		what += fmt.Sprintf(" (%d with SIGKILL after the %v grace period)", j.killed, j.cfg.GracePeriod)
@@ -287,6 +309,18 @@ func (j *job) result(stuck error) error {
 		return fmt.Errorf("%w; %s; %w", j.failure, what, stuck)
 	}
 	return fmt.Errorf("%w; %s", j.failure, what)
+}
+
+// join joins two parts of Launch's error with "; ", either of which may
+// be empty.
+func join(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 // plural returns word, with an "s" unless n is 1.

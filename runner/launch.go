@@ -47,9 +47,12 @@ import (
 // waits up to half a second, or until every rank has ended, and names a
 // rank killed by a signal first, then a rank that failed otherwise, before
 // any rank that reported (through the rendezvous, see FailedBecauseKey)
-// that a peer caused its failure; the earliest to exit among equals. A rank
-// that exits with status 0 without registering with the rendezvous while
-// another rank has registered also stops the job ("rank 1 on a exited with
+// that a peer caused its failure; the earliest to exit among equals. When
+// ranks report that a rank did not answer them in time (SilentBecause),
+// Launch kills that rank at once and returns an *UnresponsiveError naming
+// it, unless a rank died of a signal on its own. A rank that exits with
+// status 0 without registering with the rendezvous while another rank has
+// registered also stops the job ("rank 1 on a exited with
 // status 0 before joining the job"), since the others would wait for it.
 // When ctx ends, Launch stops every rank the same way and returns an error
 // wrapping ErrInterrupted. Configuration errors come back before anything

@@ -99,6 +99,12 @@
 //
 //	gorun: rank 2 on host2 exited with status 3; stopped the other 3 ranks
 //
+// A rank that stops answering (stopped or hung) makes the others fail
+// after --op-timeout (or --stall-shutdown-time); gorun then names it,
+// kills it with SIGKILL and exits 1:
+//
+//	gorun: rank 1 on host2 stopped answering (no answer within 2s, reported by rank 0); killed it
+//
 // SIGINT or SIGTERM stops every rank the same way; a second one kills gorun
 // at once, and its local ranks with it.
 //
