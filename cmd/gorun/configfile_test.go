@@ -177,7 +177,7 @@ func TestConfigFileSizeLimit(t *testing.T) {
 		if err == nil || !isUsage(err) || err.Error() != want {
 			t.Errorf("%s:\n got %v\nwant %s", path, err, want)
 		}
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 { // the flags' parsing counts too
 			t.Errorf("%s: reading it allocated %d MiB", path, alloc>>20)
 		}
 	}
