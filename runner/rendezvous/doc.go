@@ -13,7 +13,10 @@
 // data-plane peer cannot talk to the rendezvous by mistake. The server drops a peer that fails, logging only
 // its remote address; the secret never appears in logs or errors. Server
 // Stop closes connections still inside the handshake, so a silent peer
-// cannot hold it. The client dials with back-off (50 ms doubling to 1 s),
+// cannot hold it. A silent peer is dropped at the handshake deadline
+// (ServerConfig.HandshakeTimeout), and at most 2×Size+256 connections are
+// inside the handshake at once: the server closes one more as soon as it
+// accepts it, logging the first such refusal at Warn. The client dials with back-off (50 ms doubling to 1 s),
 // never in a tight loop.
 //
 // # Calls

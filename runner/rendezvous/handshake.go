@@ -11,17 +11,27 @@ import (
 
 // onConnect is the server's gorpc OnConnect hook: the mutual HMAC
 // handshake, under HandshakeTimeout, before gorpc reads any byte. A peer
-// that fails it is logged (remote address only) and dropped. Stop closes
-// connections still inside the handshake, so it never waits for the
+// that fails it is logged (remote address only) and dropped. At most
+// maxHandshakes connections are inside the handshake at once: one more is
+// closed at once (logged at Warn once until one is admitted again). Stop
+// closes connections still inside the handshake, so it never waits for the
 // deadline.
 func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteCloser, error) {
 	conn, ok := rwc.(net.Conn)
 	if !ok {
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
-	if !s.handshakes.add(conn) {
+	added, full := s.handshakes.addBelow(conn, s.maxHandshakes)
+	if full {
+		if !s.refusing.Swap(true) {
+			s.log.Warn("rendezvous: refused connections: too many in the handshake at once", "remote", remote, "limit", s.maxHandshakes)
+		}
+		return nil, fmt.Errorf("%w: %s: refused: %d connections in the handshake", ErrAuth, remote, s.maxHandshakes)
+	}
+	if !added {
 		return nil, ErrStopped
 	}
+	s.refusing.Store(false)
 	defer s.handshakes.remove(conn)
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	hello, err := auth.Server(conn, s.cfg.Secret, []byte(helloServer), deadline)
