@@ -56,7 +56,8 @@ func (c *Client) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteCloser
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
 	deadline := time.Now().Add(c.opts.handshakeTimeout)
-	hello, err := auth.Client(conn, c.secret, []byte(helloClient), deadline)
+	heard := &heardConn{Conn: conn}
+	hello, err := auth.Client(heard, c.secret, []byte(helloClient), deadline)
 	if err == nil && string(hello) != helloServer {
 		err = fmt.Errorf("%w: server speaks %q, not the rendezvous protocol", auth.ErrAuth, hello)
 	}
@@ -64,13 +65,30 @@ func (c *Client) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteCloser
 		err = fmt.Errorf("%w: handshake with %s: %w", ErrAuth, c.addr, err)
 		if c.life.Err() == nil {
 			c.log.Warn("rendezvous: handshake failed", "server", c.addr, "err", err)
-			c.link.failed(err, true)
+			// A server that closed without a word (too many handshakes
+			// at once) has not judged the secret: only a handshake it
+			// took part in counts towards giving up.
+			c.link.failed(err, heard.heard)
 		}
 		return nil, err
 	}
 	c.link.connected()
 	c.log.Debug("rendezvous: connected", "server", c.addr)
 	return rwc, nil
+}
+
+// heardConn is an auth.Conn that notes whether the other end sent a byte.
+type heardConn struct {
+	auth.Conn
+	heard bool
+}
+
+func (h *heardConn) Read(p []byte) (int, error) {
+	n, err := h.Conn.Read(p)
+	if n > 0 {
+		h.heard = true
+	}
+	return n, err
 }
 
 // dial is the client's gorpc Dial function. It retries refused

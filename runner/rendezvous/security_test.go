@@ -190,8 +190,28 @@ func TestHandshakesBounded(t *testing.T) {
 	if !strings.Contains(logs.String(), "too many in the handshake at once") {
 		t.Errorf("refusal not logged:\n%s", logs.String())
 	}
+	// A rank that dials meanwhile is refused, and does not take that for
+	// a wrong secret: it keeps trying, and connects once the silent ones
+	// are gone.
+	var clientLogs logBuf
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := Dial(ctxFor(t, 30*time.Second), s.Addr(), secret, WithLogger(clientLogs.logger()))
+		if err == nil {
+			c.Close()
+		}
+		dialed <- err
+	}()
+	for wait := time.Now().Add(10 * time.Second); strings.Count(clientLogs.String(), "rendezvous: handshake failed") < 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("the dialing rank was not refused 4 times within 10s:\n%s", clientLogs.String())
+		}
+	}
 	for _, c := range silent {
 		c.Close()
+	}
+	if err := <-dialed; err != nil {
+		t.Fatalf("Dial while the server refused connections: %v", err)
 	}
 	for wait := time.Now().Add(10 * time.Second); s.handshakes.len() > 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(wait) {
