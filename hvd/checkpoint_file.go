@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 )
@@ -57,17 +60,57 @@ func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 	return c, nil
 }
 
-// ReadCheckpoint reads and checks the checkpoint file at path.
+// ReadCheckpoint reads and checks the checkpoint file at path. It reads the
+// header first and then at most the payload length it gives, plus one
+// byte: a file that is no checkpoint (even an endless one such as
+// /dev/zero) fails on its header, and memory follows the checkpoint's
+// size, not the file's.
 func ReadCheckpoint(path string) (*Checkpoint, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("hvd: reading a checkpoint: %w", err)
+	}
+	defer f.Close()
+	b, err := readCheckpointFile(f)
+	if errors.Is(err, ErrBadCheckpoint) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hvd: reading checkpoint %s: %w", path, err)
 	}
 	c, err := DecodeCheckpoint(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
+}
+
+// readCheckpointFile returns the header of r and the payload that follows
+// it, reading at most one byte more than the header's payload length: a
+// longer file is an ErrBadCheckpoint. A short or foreign header is returned
+// as it is, for DecodeCheckpoint to reject, without reading on.
+func readCheckpointFile(r io.Reader) ([]byte, error) {
+	head := make([]byte, headerLen)
+	n, err := io.ReadFull(r, head)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || err == nil && string(head[:len(checkpointMagic)]) != checkpointMagic {
+		return head[:n], nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint64(head[len(checkpointMagic):])
+	if size >= math.MaxInt64-uint64(headerLen) {
+		return head, nil
+	}
+	var b bytes.Buffer
+	b.Write(head)
+	if _, err := b.ReadFrom(io.LimitReader(r, int64(size)+1)); err != nil {
+		return nil, err
+	}
+	if uint64(b.Len()-headerLen) > size {
+		return nil, fmt.Errorf("%w: the file is longer than the %d bytes of payload its header gives", ErrBadCheckpoint, size)
+	}
+	return b.Bytes(), nil
 }
 
 // WriteCheckpoint writes c to path atomically: into a temporary file in

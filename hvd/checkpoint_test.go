@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/gorovod/gorovod/hvd"
@@ -215,5 +217,39 @@ func TestCheckpointOfFloat32Params(t *testing.T) {
 	}
 	if !reflect.DeepEqual(v.Value32, w.Value32) {
 		t.Errorf("restored %v, want %v", v.Value32, w.Value32)
+	}
+}
+
+// TestReadCheckpointBounded: ReadCheckpoint stops at a header that is no
+// checkpoint's, even on an endless file such as /dev/zero, and reads at
+// most one byte past the payload its header gives, so a longer file is
+// refused without being read whole.
+func TestReadCheckpointBounded(t *testing.T) {
+	b, err := hvd.EncodeCheckpoint(checkpointAt(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	longer := filepath.Join(dir, "longer")
+	if err := os.WriteFile(good, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(longer, append(append([]byte(nil), b...), make([]byte, 8<<20)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := hvd.ReadCheckpoint(good); err != nil || !reflect.DeepEqual(got, checkpointAt(3)) {
+		t.Fatalf("ReadCheckpoint(good) = %+v, %v", got, err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for _, path := range []string{"/dev/zero", "/dev/urandom", longer} {
+		if _, err := hvd.ReadCheckpoint(path); !errors.Is(err, hvd.ErrBadCheckpoint) || !strings.Contains(err.Error(), path) {
+			t.Errorf("ReadCheckpoint(%s) = %v, want ErrBadCheckpoint naming it", path, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("reading them allocated %d MiB", alloc>>20)
 	}
 }

@@ -11,7 +11,8 @@ import (
 	"strings"
 )
 
-// maxClusterSpec bounds the size of a GOROVOD_CLUSTER spec.
+// maxClusterSpec bounds the size of a GOROVOD_CLUSTER spec file: at most
+// one byte more is read, so @/dev/zero fails at once.
 const maxClusterSpec = 1 << 20
 
 // ClusterSpec is a job started by hand, one command per process, in the
@@ -105,7 +106,7 @@ func loadClusterSpec(v string) (ClusterSpec, error) {
 			return ClusterSpec{}, fmt.Errorf("%s: %w", path, err)
 		}
 		if len(data) > maxClusterSpec {
-			return ClusterSpec{}, fmt.Errorf("%s: larger than %d bytes", path, maxClusterSpec)
+			return ClusterSpec{}, fmt.Errorf("%s: larger than %d MiB, the most a cluster spec may hold", path, maxClusterSpec>>20)
 		}
 	}
 	return ParseClusterSpec(data)

@@ -218,6 +218,7 @@ func TestDetectErrors(t *testing.T) {
 			[]string{"index 2 is not in [0, 2)"}},
 		{"cluster unknown field", []string{`GOROVOD_CLUSTER={"hosts":["a"],"rank":0}`}, []string{"unknown field"}},
 		{"cluster missing file", []string{"GOROVOD_CLUSTER=@/nonexistent/spec.json"}, []string{"/nonexistent/spec.json"}},
+		{"cluster spec endless", []string{"GOROVOD_CLUSTER=@/dev/zero"}, []string{"/dev/zero: larger than 1 MiB, the most a cluster spec may hold"}},
 		{"cluster bad host", []string{`GOROVOD_CLUSTER={"hosts":["a:x"]}`, "GOROVOD_CLUSTER_INDEX=0"}, []string{"a:x"}},
 	}
 	for _, tt := range tests {
@@ -266,6 +267,11 @@ func TestDetectSecretFile(t *testing.T) {
 	if got := string(hexOf(env.Secret)); got != secret || len(plan.Notes) != 0 {
 		t.Errorf("secret %s, notes %q; want the file's and no note", got, plan.Notes)
 	}
+	// White space may pad the file up to its limit, 4 KiB.
+	full := write("full", secret+strings.Repeat("\n", maxSecretFile-len(secret)), 0o600)
+	if b, err := ReadSecretFile(full); err != nil || string(hexOf(b)) != secret {
+		t.Errorf("a secret file of exactly %d bytes: %x, %v", maxSecretFile, b, err)
+	}
 	for name, c := range map[string]struct {
 		path string
 		want string
@@ -275,6 +281,7 @@ func TestDetectSecretFile(t *testing.T) {
 		"short":          {write("short", "abcd", 0o600), "64 hexadecimal digits"},
 		"missing":        {filepath.Join(dir, "none"), "no such file"},
 		"a directory":    {dir, "not a regular file"},
+		"too large":      {write("large", secret+strings.Repeat(" ", maxSecretFile+1-len(secret)), 0o600), "larger than 4 KiB"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := detectIn(append(base, "GOROVOD_SECRET_FILE="+c.path)...)

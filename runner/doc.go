@@ -27,7 +27,8 @@
 //	::1 slots=2     # IPv6, brackets optional here
 //
 // Blank lines and comments are skipped; any other line is an error giving
-// its 1-based line number and text (a *HostfileError). The file
+// its 1-based line number and text (a *HostfileError), and so are a line
+// over 64 KiB and a file over 1 MiB, read no further. The file
 // hostfile.example at the root of the module shows the grammar.
 //
 // # Rank assignment
@@ -97,7 +98,8 @@
 // GOROVOD_RENDEZVOUS_PORT, the launcher's, or DerivedPort of the job id.
 // Where nothing says where rank 0 is (mpirun across hosts)
 // GOROVOD_RENDEZVOUS_ADDR must be set. The secret comes from
-// GOROVOD_SECRET_FILE (ReadSecretFile: 64 hex digits, mode 0600),
+// GOROVOD_SECRET_FILE (ReadSecretFile: 64 hex digits, mode 0600, 4 KiB at
+// most),
 // GOROVOD_SECRET, or else is JobToken of the job id, which keeps other jobs
 // out but not an attacker; rank 0 then warns. Variables that say the job
 // has several ranks but cannot be joined are an ErrLauncher error naming

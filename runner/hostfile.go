@@ -9,8 +9,13 @@ import (
 	"strings"
 )
 
-// maxHostfileLine bounds the length of one hostfile line.
-const maxHostfileLine = 64 << 10
+// maxHostfileLine bounds the length of one hostfile line, and
+// maxHostfileSize the size of a whole hostfile: ParseHostfile reads at most
+// one byte past it, so an endless input such as /dev/zero fails at once.
+const (
+	maxHostfileLine = 64 << 10
+	maxHostfileSize = 1 << 20
+)
 
 // ReadHostfile reads and parses the hostfile at path (see ParseHostfile).
 // Errors are *HostfileError values that name the file.
@@ -31,24 +36,41 @@ func ReadHostfile(path string) ([]Host, error) {
 // "host slots=N" or a bare "host" (one slot); '#' starts a comment that runs
 // to the end of the line; blank lines are skipped. Any other line, a host
 // listed twice, or a file with no hosts is an error; errors are
-// *HostfileError values carrying the 1-based line number and its text.
+// *HostfileError values carrying the 1-based line number and its text. A
+// line longer than 64 KiB, or more than 1 MiB in all, is an
+// error too.
 func ParseHostfile(r io.Reader) ([]Host, error) {
-	sc := bufio.NewScanner(r)
+	lr := &io.LimitedReader{R: r, N: maxHostfileSize + 1}
+	sc := bufio.NewScanner(lr)
 	sc.Buffer(make([]byte, 0, 4096), maxHostfileLine)
 	var hosts []Host
 	seen := make(map[string]int) // host key → line number
 	line := 0
+	// Past the limit the last line read is cut short: the size is what is
+	// wrong, whatever that line says.
+	tooLarge := func() error {
+		if lr.N > 0 {
+			return nil
+		}
+		return &HostfileError{Err: fmt.Errorf("larger than %d MiB, the most a hostfile may hold", maxHostfileSize>>20)}
+	}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
 		h, ok, err := parseHostfileLine(text)
 		if err != nil {
+			if err := tooLarge(); err != nil {
+				return nil, err
+			}
 			return nil, &HostfileError{Line: line, Text: text, Err: err}
 		}
 		if !ok {
 			continue
 		}
 		if first, dup := seen[hostKey(h.Name)]; dup {
+			if err := tooLarge(); err != nil {
+				return nil, err
+			}
 			err := fmt.Errorf("duplicate host %q (first on line %d)", h.Name, first)
 			return nil, &HostfileError{Line: line, Text: text, Err: err}
 		}
@@ -60,6 +82,9 @@ func ParseHostfile(r io.Reader) ([]Host, error) {
 			err = fmt.Errorf("line longer than %d bytes", maxHostfileLine)
 		}
 		return nil, &HostfileError{Line: line + 1, Err: err}
+	}
+	if err := tooLarge(); err != nil {
+		return nil, err
 	}
 	if len(hosts) == 0 {
 		return nil, &HostfileError{Err: errors.New("no hosts")}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -176,4 +177,82 @@ func FuzzParseHostfile(f *testing.F) {
 			t.Fatalf("hostfile %q = %v; as -H %q = %v, %v", s, hosts, FormatHosts(hosts), again, err)
 		}
 	})
+}
+
+// paddedHostfile is "a slots=2\n" followed by comment lines, n bytes in all.
+func paddedHostfile(n int) string {
+	var b strings.Builder
+	b.WriteString("a slots=2\n")
+	for b.Len() < n {
+		line := min(n-b.Len(), 1000)
+		b.WriteString("#" + strings.Repeat("x", line-2) + "\n")
+	}
+	return b.String()
+}
+
+// endless repeats its pattern forever, as `yes '#'` would.
+type endless struct {
+	pattern string
+	off     int
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = e.pattern[e.off]
+		e.off = (e.off + 1) % len(e.pattern)
+	}
+	return len(p), nil
+}
+
+// TestHostfileSizeLimit: a hostfile may hold 1 MiB; past that, whether the
+// cut falls in a comment or in the middle of a host line, or the input never
+// ends, the error is the size, after reading at most a byte past it; an
+// endless device fails at its first line, without reading it whole.
+func TestHostfileSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	if len(paddedHostfile(maxHostfileSize)) != maxHostfileSize {
+		t.Fatal("paddedHostfile is the wrong size")
+	}
+	hosts, err := ReadHostfile(write("full", paddedHostfile(maxHostfileSize)))
+	if err != nil || !reflect.DeepEqual(hosts, []Host{{"a", 2}}) {
+		t.Fatalf("a hostfile of exactly %d bytes: %v, %v", maxHostfileSize, hosts, err)
+	}
+	// Distinct hosts, so that the line the limit cuts would be a new host
+	// or a bad one.
+	var many strings.Builder
+	for i := 0; many.Len() <= maxHostfileSize; i++ {
+		fmt.Fprintf(&many, "host%d slots=2\n", i)
+	}
+	const tooLarge = "larger than 1 MiB, the most a hostfile may hold"
+	for name, text := range map[string]string{"over": paddedHostfile(maxHostfileSize + 1), "many": many.String()} {
+		path := write(name, text)
+		_, err := ReadHostfile(path)
+		if want := "runner: hostfile " + path + ": " + tooLarge; err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %s", name, err, want)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	src := &endless{pattern: "# comment\n"}
+	if _, err := ParseHostfile(src); err == nil || !strings.HasSuffix(err.Error(), tooLarge) {
+		t.Errorf("endless comments: got %v, want %q", err, tooLarge)
+	}
+	_, err = ReadHostfile("/dev/zero")
+	if want := "runner: hostfile /dev/zero line 1: line longer than 65536 bytes"; err == nil || err.Error() != want {
+		t.Errorf("/dev/zero: got %v, want %s", err, want)
+	}
+	if _, err = ReadHostfile("/dev/urandom"); err == nil || !strings.HasPrefix(err.Error(), "runner: hostfile /dev/urandom") {
+		t.Errorf("/dev/urandom: got %v, want an error naming it", err)
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Errorf("reading endless input allocated %d MiB", alloc>>20)
+	}
 }

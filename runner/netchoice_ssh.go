@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -155,8 +156,32 @@ func probeReason(stderr string, err error) string {
 	return line
 }
 
-// resolveHostTimeout bounds "ssh -G".
-const resolveHostTimeout = 5 * time.Second
+// resolveHostTimeout bounds "ssh -G", and maxResolveOutput what it may
+// print (OpenSSH prints a few KiB): an ssh that prints more is stopped, as
+// if it had failed.
+const (
+	resolveHostTimeout = 5 * time.Second
+	maxResolveOutput   = 256 << 10
+)
+
+// errOutputTooLarge is cappedBuffer's error past its max.
+var errOutputTooLarge = errors.New("output larger than its limit")
+
+// cappedBuffer keeps what is written to it, up to max bytes; a write past
+// max fails (so that exec stops copying and closes the pipe).
+type cappedBuffer struct {
+	buf []byte
+	max int
+}
+
+// Write appends p, or fails with errOutputTooLarge when it does not fit.
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if len(b.buf)+len(p) > b.max {
+		return 0, errOutputTooLarge
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
 
 // resolveHost returns the HostName that ssh's configuration gives host
 // ("ssh -G", which connects nowhere), or "" when ssh cannot tell. It makes
@@ -167,11 +192,13 @@ func (sp *sshSpawner) resolveHost(ctx context.Context, host string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sp.cfg.SSHPath, append([]string{"-G"}, sp.cfg.clientArgs(host)...)...)
 	cmd.WaitDelay = sshWaitDelay
-	out, err := cmd.Output()
-	if err != nil {
+	var out cappedBuffer
+	out.max = maxResolveOutput
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
 		return ""
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(bytes.NewReader(out.buf))
 	for sc.Scan() {
 		if name, ok := strings.CutPrefix(sc.Text(), "hostname "); ok {
 			return strings.TrimSpace(name)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,33 @@ func TestCheckReachTimeout(t *testing.T) {
 		map[string]string{tg.host: "127.0.0.1:1"})
 	if ce, ok := errors.AsType[*ConnectBackError](err); !ok || ce.Reason != "no connection within 1s" {
 		t.Errorf("CheckReach to a silent address = %v, want no connection within 1s", err)
+	}
+}
+
+// TestResolveHostOutputBounded: an ssh whose -G prints without end is
+// stopped once its output passes maxResolveOutput, long before
+// resolveHostTimeout, and resolveHost returns "" having kept at most that
+// much.
+func TestResolveHostOutputBounded(t *testing.T) {
+	ssh := filepath.Join(t.TempDir(), "ssh")
+	if err := os.WriteFile(ssh, []byte("#!/bin/sh\necho hostname 127.0.0.9\nexec cat /dev/zero\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sp := NewSSHSpawner(SSHConfig{SSHPath: ssh}).(*sshSpawner)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	got := sp.resolveHost(t.Context(), "some-alias")
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if got != "" {
+		t.Errorf("resolveHost = %q, want \"\" from an ssh that never stops printing", got)
+	}
+	if took >= resolveHostTimeout {
+		t.Errorf("resolveHost took %s: it ran into its timeout instead of stopping at the output limit", took)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("resolveHost allocated %d MiB", alloc>>20)
 	}
 }
 

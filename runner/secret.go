@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -38,9 +39,13 @@ func JobToken(launcher, jobID string) []byte {
 	return sum[:]
 }
 
+// maxSecretFile bounds the size of a secret file: ReadSecretFile reads at
+// most one byte more.
+const maxSecretFile = 4 << 10
+
 // ReadSecretFile reads a job secret from path: a regular file that only its
 // owner may read or write (mode 0600 or stricter) holding 2×auth.SecretSize hex
-// digits, surrounding white space ignored. Errors name the path and what
+// digits, surrounding white space ignored, 4 KiB at most. Errors name the path and what
 // to fix, never the file's content.
 func ReadSecretFile(path string) ([]byte, error) {
 	where := EnvSecretFile + "=" + clip(path, maxQuoted)
@@ -54,9 +59,17 @@ func ReadSecretFile(path string) ([]byte, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("%s: mode %04o lets other users read or change it; chmod 600 it", where, perm)
 	}
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if len(raw) > maxSecretFile {
+		return nil, fmt.Errorf("%s: larger than %d KiB; want %d hexadecimal digits", where, maxSecretFile>>10, 2*auth.SecretSize)
 	}
 	text := strings.TrimSpace(string(raw))
 	b, err := hex.DecodeString(text)

@@ -37,7 +37,10 @@ func applyConfigFile(c *cli.Context) error {
 	if path == "" {
 		return nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readConfigFile(path)
+	if errors.Is(err, errConfigTooLarge) {
+		return usagef("--config-file %s: %v", path, err)
+	}
 	if err != nil {
 		return usagef("--config-file: %v", err)
 	}
@@ -56,6 +59,32 @@ func applyConfigFile(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// maxConfigFile bounds the size of a config file: gorun reads at most one
+// byte more, so a path such as /dev/zero fails at once instead of filling
+// memory.
+const maxConfigFile = 1 << 20
+
+// errConfigTooLarge is readConfigFile's error for a file over maxConfigFile.
+var errConfigTooLarge = fmt.Errorf("larger than %d MiB, the most a config file may hold", maxConfigFile>>20)
+
+// readConfigFile reads the file at path, which may hold at most
+// maxConfigFile bytes (errConfigTooLarge).
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigFile {
+		return nil, errConfigTooLarge
+	}
+	return data, nil
 }
 
 // parseConfigFile reads a YAML mapping of flag names to values: a flag's

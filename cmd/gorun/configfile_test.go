@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +147,38 @@ func TestConfigFileEmpty(t *testing.T) {
 		}
 		if def := runner.DefaultConfig(); cfg.NP != 2 || cfg.FusionThreshold != def.FusionThreshold {
 			t.Errorf("%q: np %d, fusion %d", text, cfg.NP, cfg.FusionThreshold)
+		}
+	}
+}
+
+// configOfSize is a valid config file (np: 2) padded with a comment to
+// exactly n bytes.
+func configOfSize(n int) string {
+	head := "np: 2\n#"
+	return head + strings.Repeat("x", n-len(head)-1) + "\n"
+}
+
+// TestConfigFileSizeLimit: a config file may hold maxConfigFile bytes; one
+// byte more, or an endless device such as /dev/zero or /dev/urandom, is a
+// usage error naming the file and the limit, after reading at most one
+// byte past the limit.
+func TestConfigFileSizeLimit(t *testing.T) {
+	clearKnobEnv(t)
+	cfg, err := parse(t, "--config-file", writeConfig(t, configOfSize(maxConfigFile)), "./train")
+	if err != nil || cfg.NP != 2 {
+		t.Fatalf("file of exactly %d bytes: np %d, err %v; want np 2", maxConfigFile, cfg.NP, err)
+	}
+	for _, path := range []string{writeConfig(t, configOfSize(maxConfigFile+1)), "/dev/zero", "/dev/urandom"} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := parse(t, "--config-file", path, "./train")
+		runtime.ReadMemStats(&after)
+		want := "--config-file " + path + ": larger than 1 MiB, the most a config file may hold"
+		if err == nil || !isUsage(err) || err.Error() != want {
+			t.Errorf("%s:\n got %v\nwant %s", path, err, want)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 { // the flags' parsing counts too
+			t.Errorf("%s: reading it allocated %d MiB", path, alloc>>20)
 		}
 	}
 }

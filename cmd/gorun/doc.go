@@ -24,7 +24,7 @@
 //
 //	-H, --hosts LIST      host1:2,host2:2 (repeatable); this machine may appear once
 //	                      (localhost, 127.0.0.1, ::1 and its name are one host)
-//	-hostfile FILE        one "host slots=N" per line, '#' comments
+//	-hostfile FILE        one "host slots=N" per line, '#' comments (1 MiB at most)
 //	--bind-addr ADDR      this host's address that ranks reach the rendezvous on
 //	                      (default: chosen by route lookup, see below)
 //	--network-interface IF  interface for the rendezvous and the ranks' data plane

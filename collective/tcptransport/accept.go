@@ -20,39 +20,30 @@ const ackByte = 'K'
 // too many open files) before accepting again.
 const acceptRetry = 20 * time.Millisecond
 
-// acceptLoop accepts connections until ln is closed, admitting each on its
-// own goroutine so a silent intruder cannot hold up a real peer. Before it
-// returns it waits for every admission it started, then summarises the
-// connections they rejected (see rejectLog).
-func (f *formation) acceptLoop(ctx context.Context, ln *net.TCPListener) {
+// acceptLoop admits every connection ln accepted, from before Connect on
+// (see Listener), each on its own goroutine so a silent intruder cannot
+// hold up a real peer, until ln is closed. Before it returns it waits for
+// every admission it started, then summarises the connections they
+// rejected (see rejectLog).
+func (f *formation) acceptLoop(ctx context.Context, ln *Listener) {
 	rejects := newRejectLog(f.log, time.Now)
 	var admitting sync.WaitGroup
-	defer func() {
-		admitting.Wait()
-		rejects.flush()
-	}()
-	for {
-		nc, err := ln.AcceptTCP()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			f.log.Warn("tcptransport: accept failed", "err", err)
-			if !sleep(ctx, acceptRetry) {
-				return
-			}
-			continue
-		}
-		admitting.Go(func() { f.admit(ctx, nc, rejects) })
-	}
+	ln.serve(func(nc *net.TCPConn, at time.Time) {
+		admitting.Go(func() { f.admit(ctx, nc, at, rejects) })
+	}, func(err error) {
+		f.log.Warn("tcptransport: accept failed", "err", err)
+	})
+	<-ln.done // no more admissions start
+	admitting.Wait()
+	rejects.flush()
 }
 
 // admit runs the server side of the handshake on nc and claims it for the
 // peer's rank, or closes it and reports why: to rejects, or at Debug for a
 // connection that was still handshaking when formation ended.
-func (f *formation) admit(ctx context.Context, nc *net.TCPConn, rejects *rejectLog) {
+func (f *formation) admit(ctx context.Context, nc *net.TCPConn, accepted time.Time, rejects *rejectLog) {
 	remote := nc.RemoteAddr().String()
-	rank, l, err := f.serverHandshake(ctx, nc)
+	rank, l, err := f.serverHandshake(ctx, nc, accepted)
 	if err != nil {
 		if errors.Is(err, errSealed) {
 			f.log.Debug("tcptransport: dropped connection", "remote", remote, "reason", err)
@@ -66,13 +57,14 @@ func (f *formation) admit(ctx context.Context, nc *net.TCPConn, rejects *rejectL
 }
 
 // serverHandshake authenticates nc, checks the rank, size and lane it
-// claims and claims it, all before the handshake deadline. If ctx ends
-// meanwhile, nc is closed and errSealed returned.
-func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn) (int, lane, error) {
+// claims and claims it, all before the handshake deadline, HandshakeTimeout
+// after nc was accepted. If ctx ends meanwhile, nc is closed and errSealed
+// returned.
+func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn, accepted time.Time) (int, lane, error) {
 	if err := tune(nc, f.tun); err != nil {
 		return 0, 0, err
 	}
-	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
+	deadline := accepted.Add(f.cfg.HandshakeTimeout)
 	release := closeOnDone(ctx, nc)
 	rank, l, err := f.authenticate(nc, deadline)
 	if !release() {

@@ -56,9 +56,14 @@
 // above its own, the job's size, a lane between the two ranks, not already
 // connected) and answers with a one-byte acknowledgement; the dialing side
 // checks that it reached the rank it meant to and waits for that byte. The
-// whole exchange runs under Config.HandshakeTimeout, and every accepted
-// connection handshakes on its own goroutine, so a silent intruder cannot
-// hold up a real peer. A connection that fails any step (wrong secret,
+// whole exchange runs under Config.HandshakeTimeout, counted from the
+// connection's accept, and every accepted connection handshakes on its own
+// goroutine, so a silent intruder cannot hold up a real peer. A Listener
+// accepts from Listen on, so no connection waits in the kernel's backlog
+// while its rank is still at the rendezvous: until Connect it holds at most
+// 1024 connections (closing any beyond), each for at most
+// DefaultHandshakeTimeout, and Connect then handshakes on those it still
+// holds. A connection that fails any step (wrong secret,
 // garbage bytes, silence past the deadline, a rank out of range, a
 // malformed or foreign lane, a duplicate lane, a size mismatch) is closed
 // and formation goes on. The first such connection from each remote host is

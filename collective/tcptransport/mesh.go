@@ -139,7 +139,7 @@ func (f *formation) run(ctx context.Context, ln *Listener) ([]lanes, error) {
 	inner, cancel := context.WithCancel(ctx)
 	var dials sync.WaitGroup
 	if ln != nil {
-		f.accepting.Go(func() { f.acceptLoop(f.life, ln.ln) })
+		f.accepting.Go(func() { f.acceptLoop(f.life, ln) })
 	}
 	for peer := range f.cfg.Rank {
 		if f.eager[peer] {

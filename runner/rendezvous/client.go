@@ -61,7 +61,9 @@ func WithHandshakeTimeout(d time.Duration) Option {
 func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
 
 // WithMaxAuthFailures sets after how many consecutive failed handshakes
-// Dial gives up (default 3).
+// Dial gives up (default 3). A handshake counts once the server has sent a
+// byte: a server that closes a connection at once, refusing it (too many
+// handshakes at a time), leaves Dial retrying until its context ends.
 func WithMaxAuthFailures(n int) Option { return func(o *options) { o.maxAuthFailures = n } }
 
 func buildOptions(opts []Option) (options, error) {

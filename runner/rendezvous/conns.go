@@ -31,6 +31,25 @@ func (s *connSet) add(c net.Conn) bool {
 	return !closed
 }
 
+// addBelow is add for a set of at most most connections: when it holds
+// that many already, it closes c and reports full.
+func (s *connSet) addBelow(c net.Conn, most int) (added, full bool) {
+	s.mu.Lock()
+	closed := s.closed
+	full = !closed && len(s.conns) >= most
+	if !closed && !full {
+		if s.conns == nil {
+			s.conns = make(map[net.Conn]struct{})
+		}
+		s.conns[c] = struct{}{}
+	}
+	s.mu.Unlock()
+	if closed || full {
+		c.Close()
+	}
+	return !closed && !full, full
+}
+
 // remove stops tracking c (without closing it).
 func (s *connSet) remove(c net.Conn) {
 	s.mu.Lock()

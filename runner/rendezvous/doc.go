@@ -13,8 +13,13 @@
 // data-plane peer cannot talk to the rendezvous by mistake. The server drops a peer that fails, logging only
 // its remote address; the secret never appears in logs or errors. Server
 // Stop closes connections still inside the handshake, so a silent peer
-// cannot hold it. The client dials with back-off (50 ms doubling to 1 s),
-// never in a tight loop.
+// cannot hold it. A silent peer is dropped at the handshake deadline
+// (ServerConfig.HandshakeTimeout), and at most 2×Size+256 connections are
+// inside the handshake at once: the server closes one more as soon as it
+// accepts it, logging the first such refusal at Warn. The client dials
+// with back-off (50 ms doubling to 1 s), never in a tight loop, and counts
+// towards giving up (a wrong secret) only the handshakes in which the
+// server spoke, not such refusals.
 //
 // # Calls
 //

@@ -11,17 +11,27 @@ import (
 
 // onConnect is the server's gorpc OnConnect hook: the mutual HMAC
 // handshake, under HandshakeTimeout, before gorpc reads any byte. A peer
-// that fails it is logged (remote address only) and dropped. Stop closes
-// connections still inside the handshake, so it never waits for the
+// that fails it is logged (remote address only) and dropped. At most
+// maxHandshakes connections are inside the handshake at once: one more is
+// closed at once (logged at Warn once until one is admitted again). Stop
+// closes connections still inside the handshake, so it never waits for the
 // deadline.
 func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteCloser, error) {
 	conn, ok := rwc.(net.Conn)
 	if !ok {
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
-	if !s.handshakes.add(conn) {
+	added, full := s.handshakes.addBelow(conn, s.maxHandshakes)
+	if full {
+		if !s.refusing.Swap(true) {
+			s.log.Warn("rendezvous: refused connections: too many in the handshake at once", "remote", remote, "limit", s.maxHandshakes)
+		}
+		return nil, fmt.Errorf("%w: %s: refused: %d connections in the handshake", ErrAuth, remote, s.maxHandshakes)
+	}
+	if !added {
 		return nil, ErrStopped
 	}
+	s.refusing.Store(false)
 	defer s.handshakes.remove(conn)
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	hello, err := auth.Server(conn, s.cfg.Secret, []byte(helloServer), deadline)
@@ -46,7 +56,8 @@ func (c *Client) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteCloser
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
 	deadline := time.Now().Add(c.opts.handshakeTimeout)
-	hello, err := auth.Client(conn, c.secret, []byte(helloClient), deadline)
+	heard := &heardConn{Conn: conn}
+	hello, err := auth.Client(heard, c.secret, []byte(helloClient), deadline)
 	if err == nil && string(hello) != helloServer {
 		err = fmt.Errorf("%w: server speaks %q, not the rendezvous protocol", auth.ErrAuth, hello)
 	}
@@ -54,13 +65,30 @@ func (c *Client) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteCloser
 		err = fmt.Errorf("%w: handshake with %s: %w", ErrAuth, c.addr, err)
 		if c.life.Err() == nil {
 			c.log.Warn("rendezvous: handshake failed", "server", c.addr, "err", err)
-			c.link.failed(err, true)
+			// A server that closed without a word (too many handshakes
+			// at once) has not judged the secret: only a handshake it
+			// took part in counts towards giving up.
+			c.link.failed(err, heard.heard)
 		}
 		return nil, err
 	}
 	c.link.connected()
 	c.log.Debug("rendezvous: connected", "server", c.addr)
 	return rwc, nil
+}
+
+// heardConn is an auth.Conn that notes whether the other end sent a byte.
+type heardConn struct {
+	auth.Conn
+	heard bool
+}
+
+func (h *heardConn) Read(p []byte) (int, error) {
+	n, err := h.Conn.Read(p)
+	if n > 0 {
+		h.heard = true
+	}
+	return n, err
 }
 
 // dial is the client's gorpc Dial function. It retries refused

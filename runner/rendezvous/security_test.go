@@ -144,3 +144,83 @@ func TestSecretNeverShown(t *testing.T) {
 		t.Errorf("config does not say the secret is redacted: %s", text)
 	}
 }
+
+// TestHandshakesBounded: a server is inside the handshake with at most
+// maxHandshakes connections at once; one more is closed at once, long
+// before the handshake timeout, and logged; once the silent ones go, a
+// rank connects as usual. NewServer sizes the bound by the job.
+func TestHandshakesBounded(t *testing.T) {
+	if got, want := maxHandshakes(1024), 2*1024+256; got != want {
+		t.Errorf("maxHandshakes(1024) = %d, want %d", got, want)
+	}
+	const most = 20
+	var logs logBuf
+	secret := newSecret(t)
+	s, err := NewServer(ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: 1, Logger: logs.logger(), HandshakeTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.maxHandshakes = most
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	var silent []net.Conn
+	for range most {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		challenge := make([]byte, 36) // the server is inside the handshake once it sent this
+		if _, err := io.ReadFull(c, challenge); err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	extra, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := io.Copy(io.Discard, extra); err != nil || n != 0 {
+		t.Errorf("connection beyond the bound: read %d bytes, %v; want it closed at once", n, err)
+	}
+	if !strings.Contains(logs.String(), "too many in the handshake at once") {
+		t.Errorf("refusal not logged:\n%s", logs.String())
+	}
+	// A rank that dials meanwhile is refused, and does not take that for
+	// a wrong secret: it keeps trying, and connects once the silent ones
+	// are gone.
+	var clientLogs logBuf
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := Dial(ctxFor(t, 30*time.Second), s.Addr(), secret, WithLogger(clientLogs.logger()))
+		if err == nil {
+			c.Close()
+		}
+		dialed <- err
+	}()
+	for wait := time.Now().Add(10 * time.Second); strings.Count(clientLogs.String(), "rendezvous: handshake failed") < 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("the dialing rank was not refused 4 times within 10s:\n%s", clientLogs.String())
+		}
+	}
+	for _, c := range silent {
+		c.Close()
+	}
+	if err := <-dialed; err != nil {
+		t.Fatalf("Dial while the server refused connections: %v", err)
+	}
+	for wait := time.Now().Add(10 * time.Second); s.handshakes.len() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("%d handshakes still tracked 10s after their peers closed", s.handshakes.len())
+		}
+	}
+	c, err := Dial(ctxFor(t, 10*time.Second), s.Addr(), secret)
+	if err != nil {
+		t.Fatalf("Dial after the silent connections went: %v", err)
+	}
+	c.Close()
+}

@@ -20,11 +20,15 @@ type Server struct {
 	board *board
 	rpc   *gorpc.Server
 
-	handlers   gate          // running service calls
-	handshakes connSet       // connections inside the auth handshake
-	stopping   chan struct{} // closed by Stop: wakes blocked calls
-	done       chan struct{} // closed when the owner goroutine is gone
-	calls      atomic.Int64  // service calls admitted (for tests)
+	handlers   gate    // running service calls
+	handshakes connSet // connections inside the auth handshake
+	// maxHandshakes bounds handshakes (see onConnect), refusing records
+	// that one was refused since the last admitted.
+	maxHandshakes int
+	refusing      atomic.Bool
+	stopping      chan struct{} // closed by Stop: wakes blocked calls
+	done          chan struct{} // closed when the owner goroutine is gone
+	calls         atomic.Int64  // service calls admitted (for tests)
 
 	mu      sync.Mutex
 	spawned bool // Start ran the owner goroutine (which closes done)
@@ -44,6 +48,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		board:    newBoard(cfg.Size, cfg.Hosts, cfg.SingleRound),
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
+
+		maxHandshakes: maxHandshakes(cfg.Size),
 	}
 	s.rpc = &gorpc.Server{
 		Addr:             cfg.Addr,
@@ -56,6 +62,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	return s, nil
 }
+
+// maxHandshakes is how many connections a server of size ranks
+// authenticates at once: every rank at the same moment, twice over (a rank
+// reconnecting while its old connection still times out), and 256 more.
+// An intruder's silent connections thus cost the launcher a bounded number
+// of sockets, each for at most HandshakeTimeout.
+func maxHandshakes(size int) int { return 2*size + 256 }
 
 // rpcPending and rpcBuffer size each gorpc connection's queue of calls in
 // flight and its read and write buffers, at both ends. A rank has a few
