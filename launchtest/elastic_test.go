@@ -280,6 +280,45 @@ func TestElasticHostsGone(t *testing.T) {
 	}
 }
 
+// TestElasticDiscoveryHangs: a discovery script that prints its hosts
+// but leaves a child holding its output open fails gorun at the start
+// within the 10 s bound of one run (and a little), with a message saying
+// that it timed out, and the child does not outlive gorun.
+func TestElasticDiscoveryHangs(t *testing.T) {
+	dir := t.TempDir()
+	pidFile, script := filepath.Join(dir, "pid"), filepath.Join(dir, "discover")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho localhost:2\nsleep 100 &\necho $! >"+pidFile+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin(t, "gorun") // built before the clock starts
+	start := time.Now()
+	r := runElastic(t, "", "-np", "2", "--host-discovery-script", script)
+	took := time.Since(start)
+	want := "timed out: it did not finish within 10s, the bound of one run (it had exited, but a process it started held its output open)"
+	if r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
+	}
+	if took > 20*time.Second {
+		t.Errorf("gorun took %v to give up on the script, want the 10s bound and a little", took)
+	}
+	t.Logf("gorun gave up on the script after %v", took.Round(time.Millisecond))
+	b, err := os.ReadFile(pidFile)
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil {
+		t.Fatalf("the script's child's pid: %q, %v, %v", b, err, perr)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the script's child %d outlived gorun: %s", pid, stat)
+		}
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
 type syncBuffer struct {
 	mu sync.Mutex
