@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -314,4 +315,45 @@ func TestElasticDiscoveryChildEndsWithJob(t *testing.T) {
 		t.Fatalf("Launch: %v, want ErrInterrupted", err)
 	}
 	mustBeGone(t, pid)
+}
+
+// TestElasticDiscoveryFailuresLogged: a discovery script that fails run
+// after run mid-job is logged once, not once a run, and once more when it
+// works again; the job goes on with the hosts found before.
+func TestElasticDiscoveryFailuresLogged(t *testing.T) {
+	f := newFakeSpawner(t)
+	dir := t.TempDir()
+	hosts, runs := filepath.Join(dir, "hosts"), filepath.Join(dir, "runs")
+	setHosts(t, hosts, "localhost:2\n")
+	script := writeScript(t, dir, "discover", "echo >>"+runs+"\ncat "+hosts+" || exit 1\n")
+	count := func() int { b, _ := os.ReadFile(runs); return strings.Count(string(b), "\n") }
+	var out, log lockedBuffer
+	cfg := elasticConfig(t, f, script, 2, 2, &out, &log)
+	errc := launchAsync(context.Background(), cfg)
+	f.waitSpawned(2)
+	if err := os.Remove(hosts); err != nil {
+		t.Fatal(err)
+	}
+	log.waitFor(t, "host discovery failed", 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for failing := count(); count() < failing+3; { // three more runs, each failing
+		if time.Now().After(deadline) {
+			t.Fatalf("the discovery script did not run 3 more times within 30s\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	setHosts(t, hosts, "localhost:2\n")
+	log.waitFor(t, "host discovery works again", 30*time.Second)
+	f.proc(0).exit(0)
+	f.proc(1).exit(0)
+	if err := await(t, errc, 30*time.Second); err != nil {
+		t.Fatalf("Launch: %v\n%s", err, log.String())
+	}
+	l := log.String()
+	if n := strings.Count(l, "level=WARN msg=\"gorun: host discovery"); n != 2 {
+		t.Errorf("%d warnings of the discovery script, want 2 (its first failure and its recovery):\n%s", n, l)
+	}
+	if !regexp.MustCompile(`host discovery works again" failures=([4-9]|\d\d)`).MatchString(l) {
+		t.Errorf("the recovery does not count 4 failures or more:\n%s", l)
+	}
 }
