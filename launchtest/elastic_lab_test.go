@@ -23,7 +23,7 @@ import (
 func TestElasticLab(t *testing.T) {
 	lab := testlab.Start(t, testlab.Options{Hosts: 2})
 	gorunArgs := func() []string {
-		return append(append([]string{bin(t, "gorun"), "-np", "4", "-H", lab.HostsFlag(2), "--min-np", "2"},
+		return append(append([]string{bin(t, "gorun"), "--verbose", "-np", "4", "-H", lab.HostsFlag(2), "--min-np", "2"},
 			lab.GorunArgs()...), bin(t, "elasticrank"))
 	}
 	host2 := lab.Hosts[1].Addr
@@ -66,7 +66,7 @@ func TestElasticLab(t *testing.T) {
 	t.Run("discovered", func(t *testing.T) {
 		host1 := lab.Hosts[0].Addr
 		script, file := discoveryScript(t, host1+":2\n")
-		argv := append(append([]string{bin(t, "gorun"), "-np", "4", "--min-np", "2", "--host-discovery-script", script},
+		argv := append(append([]string{bin(t, "gorun"), "--verbose", "-np", "4", "--min-np", "2", "--host-discovery-script", script},
 			lab.GorunArgs()...), bin(t, "elasticrank"))
 		g := startGorun(t, append(lab.GorunEnv(), "ELASTIC_STEP_MS=20"), argv...)
 		g.waitFor(t, "first step of a formation of 2 ranks")

@@ -125,12 +125,12 @@ func discoveryScript(t *testing.T, hosts string) (script, file string) {
 }
 
 // TestElasticGrows: the discovery script lists 2 slots, then 4: the job
-// of -np 4 starts with 2 ranks, grows to 4 at a commit (gorun logs the
-// new generation's size), and finishes with every sample processed
-// exactly once.
+// of -np 4 starts with 2 ranks, grows to 4 at a commit (gorun --verbose
+// logs the new generation's size), and finishes with every sample
+// processed exactly once.
 func TestElasticGrows(t *testing.T) {
 	script, file := discoveryScript(t, "localhost:2\n")
-	g := startGorun(t, []string{"ELASTIC_STEP_MS=20"}, bin(t, "gorun"), "-np", "4", "--min-np", "2",
+	g := startGorun(t, []string{"ELASTIC_STEP_MS=20"}, bin(t, "gorun"), "--verbose", "-np", "4", "--min-np", "2",
 		"--host-discovery-script", script, bin(t, "elasticrank"))
 	g.waitFor(t, "first step of a formation of 2 ranks")
 	if err := os.WriteFile(file, []byte("localhost:4\n"), 0o644); err != nil {
@@ -218,6 +218,104 @@ func TestElasticWaitsForHosts(t *testing.T) {
 	r = runElastic(t, "", "-np", "2", "--host-discovery-script", bad)
 	if want := `line 1 "node1:x": slot count "x" is not a positive integer`; r.code == 0 || !strings.Contains(r.stderr, want) {
 		t.Errorf("garbage: exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
+	}
+}
+
+// TestElasticHostsGone: mid-run the discovery script lists no host; gorun
+// stops every rank and, with none running, waits for hosts: when none
+// come back it fails after --elastic-timeout (not at once, and never with
+// status 0), saying so; when they come back within it, the job forms
+// anew on them and finishes with status 0.
+func TestElasticHostsGone(t *testing.T) {
+	const timeout = 4 * time.Second
+	argv := func(timeout, script string) []string {
+		return []string{bin(t, "gorun"), "-np", "2", "--min-np", "2", "--elastic-timeout", timeout,
+			"--host-discovery-script", script, bin(t, "elasticrank")}
+	}
+	script, file := discoveryScript(t, "localhost:2\n")
+	g := startGorun(t, []string{"ELASTIC_STEP_MS=20"}, argv(timeout.String(), script)...)
+	g.waitFor(t, "first step of a formation of 2 ranks")
+	emptied := time.Now()
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-g.done:
+	case <-g.deadline:
+		t.Fatalf("gorun did not end within %v\n%s", runTimeout, g.stderr.String())
+	}
+	waited := time.Since(emptied)
+	stderr := g.stderr.String()
+	want := "waited 4s for hosts enough for --min-np 2 ranks, has 0; the discovery script's hosts: none (no host came back within the timeout)"
+	if err == nil || !strings.Contains(stderr, want) {
+		t.Fatalf("gorun: %v, want a failure saying %q\n%s\n%s", err, want, g.stdout.String(), stderr)
+	}
+	if waited < timeout {
+		t.Fatalf("gorun failed %v after the hosts left, before --elastic-timeout %v", waited, timeout)
+	}
+	t.Logf("gorun failed %v after the hosts left (--elastic-timeout %v): %v", waited.Round(time.Millisecond), timeout, err)
+
+	script, file = discoveryScript(t, "localhost:2\n")
+	g = startGorun(t, []string{"ELASTIC_STEP_MS=20"}, argv("2m", script)...)
+	g.waitFor(t, "first step of a formation of 2 ranks")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(g.stderr.String(), "waiting for hosts") {
+		select {
+		case err := <-g.done:
+			t.Fatalf("gorun ended (%v) instead of waiting for hosts\n%s", err, g.stderr.String())
+		case <-g.deadline:
+			t.Fatalf("gorun did not wait for hosts\n%s", g.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := os.WriteFile(file, []byte("localhost:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := g.finish(t)
+	if !strings.Contains(out, elasticSums) {
+		t.Fatalf("the job formed anew did not finish with every sample once:\n%s", out)
+	}
+}
+
+// TestElasticDiscoveryHangs: a discovery script that prints its hosts
+// but leaves a child holding its output open fails gorun at the start
+// within the 10 s bound of one run (and a little), with a message saying
+// that it timed out, and the child does not outlive gorun.
+func TestElasticDiscoveryHangs(t *testing.T) {
+	dir := t.TempDir()
+	pidFile, script := filepath.Join(dir, "pid"), filepath.Join(dir, "discover")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho localhost:2\nsleep 100 &\necho $! >"+pidFile+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin(t, "gorun") // built before the clock starts
+	start := time.Now()
+	r := runElastic(t, "", "-np", "2", "--host-discovery-script", script)
+	took := time.Since(start)
+	want := "timed out: it did not finish within 10s, the bound of one run (it had exited, but a process it started held its output open)"
+	if r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit %d, want a failure saying %q\n%s", r.code, want, r.stderr)
+	}
+	if took > 20*time.Second {
+		t.Errorf("gorun took %v to give up on the script, want the 10s bound and a little", took)
+	}
+	t.Logf("gorun gave up on the script after %v", took.Round(time.Millisecond))
+	b, err := os.ReadFile(pidFile)
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil {
+		t.Fatalf("the script's child's pid: %q, %v, %v", b, err, perr)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the script's child %d outlived gorun: %s", pid, stat)
+		}
 	}
 }
 
@@ -309,7 +407,7 @@ func TestElasticSynthetic(t *testing.T) {
 // stops the job instead.
 func TestElasticFailureInSync(t *testing.T) {
 	env := []string{"ELASTIC_DIE=localhost/2", "ELASTIC_DIE_STEP=20", "ELASTIC_DIE_IN_SYNC=localhost/3", "ELASTIC_DIE_IN_SYNC_AT=3"}
-	argv := []string{bin(t, "gorun"), "-np", "4", "--min-np", "2", bin(t, "elasticrank")}
+	argv := []string{bin(t, "gorun"), "--verbose", "-np", "4", "--min-np", "2", bin(t, "elasticrank")}
 	r := run(t, command(context.Background(), env, argv...))
 	mustSucceed(t, "elastic job with a rank lost during the sync", r)
 	if !strings.Contains(r.stdout, "dying in the state's decoding #3") || !strings.Contains(r.stdout, elasticSums) ||

@@ -126,13 +126,13 @@ type Config struct {
 	// available now, "host:slots" or "host" per line (SlotsPerHost slots,
 	// default 1), instead of Hosts. gorun runs it at the start and every
 	// second: ranks start on hosts that appear (up to MaxNP), and stop on
-	// hosts that disappear.
+	// hosts that disappear. One run is bounded (see DiscoverHosts).
 	DiscoveryScript string
 	SlotsPerHost    int
 	// ElasticTimeout is how long an elastic job with a discovery script
-	// waits, at the start or after losing ranks, for hosts enough for
-	// MinNP ranks before it fails (gorun --elastic-timeout); 0 means
-	// DefaultElasticTimeout.
+	// waits, at the start or after losing ranks (even all of them), for
+	// hosts enough for MinNP ranks before it fails (gorun
+	// --elastic-timeout); 0 means DefaultElasticTimeout.
 	ElasticTimeout time.Duration
 }
 

@@ -32,13 +32,15 @@ type elasticState struct {
 	finished bool                 // a worker finished training: the job is ending, it grows no more
 	short    time.Time            // when the job fell below MinNP ranks (zero: it has enough)
 
-	discovered <-chan discovery // results of the discovery script, or nil
-	deadline   <-chan time.Time // the end of the wait for MinNP ranks, or nil
-	alive      *time.Ticker     // when to look at the members' heartbeats
-	beats      map[int]beat     // by launch index: the last heartbeat seen
-	env        WorkerEnv
-	spawnerFor func(string) Spawner
-	forward    []string
+	discovered    <-chan discovery // results of the discovery script, or nil
+	stopDiscovery func()           // ends the discovery loop and waits for it (its script killed); nil without one
+	discoFails    discoveryFailures
+	deadline      <-chan time.Time // the end of the wait for MinNP ranks, or nil
+	alive         *time.Ticker     // when to look at the members' heartbeats
+	beats         map[int]beat     // by launch index: the last heartbeat seen
+	env           WorkerEnv
+	spawnerFor    func(string) Spawner
+	forward       []string
 }
 
 // beat is the last change seen of a worker's heartbeat counter (at is its
@@ -74,7 +76,13 @@ func (j *job) startElastic(ctx context.Context, hosts []Host, env WorkerEnv, spa
 	if j.cfg.DiscoveryScript != "" {
 		ch := make(chan discovery)
 		j.elastic.discovered = ch
-		go j.discover(ctx, ch)
+		dctx, cancel := context.WithCancel(ctx)
+		ended := make(chan struct{})
+		j.elastic.stopDiscovery = func() { cancel(); <-ended }
+		go func() { // "elastic-discovery": ends with the job, its script's run killed
+			defer close(ended)
+			j.discover(dctx, ch)
+		}()
 	}
 	return j.publish()
 }
@@ -117,7 +125,10 @@ func (j *job) publish() error {
 	if err := PublishGeneration(ctx, j.srv, g); err != nil {
 		return fmt.Errorf("runner: publishing generation %d of the elastic job: %w", g.N, err)
 	}
-	j.log.Warn("gorun: elastic job formed", "generation", g.N, "size", len(g.Members), "hosts", hostCounts(j, e.members))
+	for r, launched := range e.members { // their output shows the rank they have from now on
+		j.ranks[launched].out.setRank(r)
+	}
+	j.log.Info("gorun: elastic job formed", "generation", g.N, "size", len(g.Members), "hosts", hostCounts(j, e.members))
 	return nil
 }
 
@@ -150,12 +161,12 @@ func (e *elasticState) drop(rank int) bool {
 func (j *job) elasticExit(ex rankExit) error {
 	e := j.elastic
 	switch {
+	case !e.removing[ex.rank].IsZero(): // stopped by gorun, however it exited
+		delete(e.removing, ex.rank)
+		return nil
 	case ex.err == nil: // done training; the others finish too
 		e.finished = true
 		e.drop(ex.rank)
-		return nil
-	case !e.removing[ex.rank].IsZero(): // stopped by gorun
-		delete(e.removing, ex.rank)
 		return nil
 	case !e.drop(ex.rank): // not a member any more
 		return nil
@@ -244,9 +255,10 @@ func (j *job) checkAlive() error {
 func (j *job) rediscover(d discovery) error {
 	e := j.elastic
 	if d.err != nil {
-		j.log.Warn("gorun: host discovery failed; keeping the hosts found before", "err", d.err)
+		e.discoFails.failed(j.log, d.err, time.Now())
 		return nil
 	}
+	e.discoFails.worked(j.log, time.Now())
 	e.hosts = d.hosts
 	left := false
 	for _, r := range slices.Clone(e.members) {
@@ -254,7 +266,7 @@ func (j *job) rediscover(d discovery) error {
 			e.drop(r)
 			e.removing[r] = time.Now()
 			left = true
-			j.log.Warn("gorun: host left the discovered list; stopping its rank", "rank", r, "host", h)
+			j.log.Info("gorun: host left the discovered list; stopping its rank", "rank", r, "host", h)
 			_ = j.ranks[r].proc.Signal(syscall.SIGTERM)
 		}
 	}
@@ -378,7 +390,7 @@ func (j *job) waitedTooLong() error {
 		seen = append(seen, s)
 	}
 	if len(seen) == 0 {
-		seen = []string{"none"}
+		seen = []string{"none (no host came back within the timeout)"}
 	}
 	return fmt.Errorf("%w: waited %v for hosts enough for --min-np %d ranks, has %d; the discovery script's hosts: %s",
 		ErrElasticTimeout, j.elasticTimeout(), j.cfg.MinNP, len(e.members), strings.Join(seen, ", "))

@@ -44,7 +44,8 @@ func (f *fakeSpawner) Spawn(_ context.Context, s Slot, c Command, stdout, stderr
 	if err := f.failAt[s.Rank]; err != nil {
 		return nil, err
 	}
-	p := &fakeProc{slot: s, ignoreTerm: f.ignore[s.Rank], onSignal: f.onSignal, done: make(chan struct{})}
+	p := &fakeProc{slot: s, ignoreTerm: f.ignore[s.Rank], onSignal: f.onSignal, done: make(chan struct{}),
+		stdout: stdout, stderr: stderr}
 	_, _ = io.WriteString(stdout, f.stdout[s.Rank])
 	_, _ = io.WriteString(stderr, f.stderr[s.Rank])
 	f.mu.Lock()
@@ -85,9 +86,10 @@ func (f *fakeSpawner) cmd(rank int) Command {
 // fakeProc is a pretend rank: it runs until told to exit, or until SIGTERM
 // (unless it ignores it) or Kill.
 type fakeProc struct {
-	slot       Slot
-	ignoreTerm bool
-	onSignal   func(p *fakeProc, sig os.Signal)
+	slot           Slot
+	stdout, stderr io.Writer // where the rank's output goes
+	ignoreTerm     bool
+	onSignal       func(p *fakeProc, sig os.Signal)
 
 	mu      sync.Mutex
 	signals []os.Signal

@@ -137,7 +137,9 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 
 // watch waits for every started rank to exit. spawnErr, if not nil, is a
 // spawn failure that stops the job at once. It returns nil when every rank
-// succeeded, else the error that stopped the job.
+// succeeded, else the error that stopped the job. An elastic job that
+// waits for hosts (see awaitingHosts) is not over when its last rank
+// exits.
 //
 // A failed rank does not stop the job at once: for up to blameWindow (or
 // blameWait) the job gathers the failures that follow it, then stops with
@@ -148,6 +150,9 @@ func (j *job) watch(ctx context.Context, spawnErr error) error {
 	defer func() {
 		if j.elastic != nil {
 			j.elastic.alive.Stop()
+			if j.elastic.stopDiscovery != nil {
+				j.elastic.stopDiscovery()
+			}
 		}
 	}()
 	var grace, giveUp <-chan time.Time
@@ -160,7 +165,7 @@ func (j *job) watch(ctx context.Context, spawnErr error) error {
 		grace = j.stop(interrupted(ctx))
 	}
 	done := ctx.Done()
-	for j.running > 0 {
+	for j.running > 0 || j.awaitingHosts() {
 		var cause error
 		if e := j.elastic; e != nil && j.failure == nil {
 			discovered, short, alive = e.discovered, e.deadline, e.alive.C
@@ -202,6 +207,13 @@ func (j *job) watch(ctx context.Context, spawnErr error) error {
 		j.stop(j.blame())
 	}
 	return j.result(nil)
+}
+
+// awaitingHosts reports whether an elastic job that has not stopped waits
+// for hosts enough for MinNP ranks: it goes on even with no rank running,
+// until hosts come back or the elastic timeout ends it.
+func (j *job) awaitingHosts() bool {
+	return j.elastic != nil && j.failure == nil && j.elastic.deadline != nil
 }
 
 // interrupted is the error of a job stopped because ctx ended.

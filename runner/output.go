@@ -101,7 +101,11 @@ func (s *syncWriter) writeLine(prefix string, line []byte) {
 
 // output fans the ranks' streams into gorun's stdout and stderr, each line
 // prefixed "[R]<stdout>: " or "[R]<stderr>: ", and, with a directory, into
-// DIR/rank.RR/stdout and DIR/rank.RR/stderr as well.
+// DIR/rank.RR/stdout and DIR/rank.RR/stderr as well. R is the rank's launch
+// index (the order gorun started it in) until an elastic job forms anew:
+// from the moment gorun publishes a generation, R is the rank that the
+// generation gives the worker (see rankOutput.setRank). Directories and
+// --output-ranks keep the launch index.
 type output struct {
 	stdout, stderr *syncWriter
 	dir            string
@@ -170,15 +174,28 @@ func (o *output) open(rank int) (*rankOutput, error) {
 			files[i] = f
 		}
 	}
-	r := strconv.Itoa(rank)
 	stdout, stderr := o.stdout, o.stderr
 	if o.show != nil && !o.show[rank] {
 		stdout, stderr = nil, nil // its files only
 	}
 	return &rankOutput{
-		Stdout: newRankStream(stdout, "["+r+"]<stdout>: ", files[0], o.stamp),
-		Stderr: newRankStream(stderr, "["+r+"]<stderr>: ", files[1], o.stamp),
+		Stdout: newRankStream(stdout, streamPrefix(rank, "stdout"), files[0], o.stamp),
+		Stderr: newRankStream(stderr, streamPrefix(rank, "stderr"), files[1], o.stamp),
 	}, nil
+}
+
+// streamPrefix is the prefix of rank's lines on stream: "[R]<stdout>: ".
+func streamPrefix(rank int, stream string) string {
+	return "[" + strconv.Itoa(rank) + "]<" + stream + ">: "
+}
+
+// setRank makes the prefix of the lines the rank prints from now on show
+// rank: the rank that an elastic job's latest generation gives the worker
+// (a line the worker prints before it has formed that generation shows
+// the new rank already).
+func (r *rankOutput) setRank(rank int) {
+	r.Stdout.setPrefix(streamPrefix(rank, "stdout"))
+	r.Stderr.setPrefix(streamPrefix(rank, "stderr"))
 }
 
 // close flushes both streams and closes their files.
@@ -201,25 +218,33 @@ const stampLayout = "2006-01-02T15:04:05.000Z"
 // and copies it, unprefixed, to a file.
 type rankStream struct {
 	*lineWriter
+	prefix  string   // before each line on the terminal; guarded by lineWriter.mu
 	file    *os.File // nil without an output directory
 	fileErr error    // first error writing file
 }
 
 func newRankStream(term *syncWriter, prefix string, file *os.File, stamp func() time.Time) *rankStream {
-	s := &rankStream{file: file}
-	s.lineWriter = newLineWriter(func(line []byte) {
+	s := &rankStream{prefix: prefix, file: file}
+	s.lineWriter = newLineWriter(func(line []byte) { // called with lineWriter.mu held
 		switch {
 		case term == nil:
 		case stamp != nil:
-			term.writeLine(stamp().UTC().Format(stampLayout)+" "+prefix, line)
+			term.writeLine(stamp().UTC().Format(stampLayout)+" "+s.prefix, line)
 		default:
-			term.writeLine(prefix, line)
+			term.writeLine(s.prefix, line)
 		}
 		if s.file != nil && s.fileErr == nil {
 			_, s.fileErr = s.file.Write(line)
 		}
 	})
 	return s
+}
+
+// setPrefix makes prefix the prefix of the lines passed on from now on.
+func (s *rankStream) setPrefix(prefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prefix = prefix
 }
 
 // close flushes an unfinished line and closes the file, returning the first

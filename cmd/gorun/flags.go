@@ -43,7 +43,7 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: "max-np", Category: catJob,
 			Usage: "make the job elastic and let it grow to this many ranks as hosts with free slots appear", DefaultText: "-np"},
 		&cli.StringFlag{Name: "host-discovery-script", Category: catHosts, TakesFile: true,
-			Usage: "make the job elastic, its hosts what this executable prints (host:slots or host per line), run at the start and every second: ranks start on hosts that appear and stop on hosts that go (instead of -H)"},
+			Usage: "make the job elastic, its hosts what this executable prints (host:slots or host per line), run at the start and every second: ranks start on hosts that appear and stop on hosts that go (instead of -H); one run may take 10s and print 1 MiB, else its process group is killed"},
 		&cli.IntFlag{Name: "slots-per-host", Category: catHosts, Usage: "slots of a host the discovery script lists without a count", DefaultText: "1"},
 		&cli.GenericFlag{Name: "elastic-timeout", Category: catJob, Value: &duration{runner.DefaultElasticTimeout},
 			Usage: "how long an elastic job with a discovery script waits for hosts enough for --min-np ranks, at the start or after losing ranks, before it fails (Go duration, or seconds)"},
