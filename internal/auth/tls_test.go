@@ -128,3 +128,30 @@ func TestGuardMismatchNamedOnBothSides(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardBindingIsPerSession: the key the HMAC handshake runs with is
+// the same at both ends of one TLS session and differs between sessions,
+// so proofs made in one session (a relay's) do not verify in another.
+func TestGuardBindingIsPerSession(t *testing.T) {
+	g := newGuard(t, secret(7), true)
+	var keys [2][2][]byte
+	for i := range keys {
+		c, s := guardPair(t, g, g)
+		if c.err != nil || s.err != nil {
+			t.Fatalf("client err %v, server err %v", c.err, s.err)
+		}
+		for j, r := range []guardResult{c, s} {
+			k, err := bind(secret(7), r.conn.(*tls.Conn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys[i][j] = k
+		}
+	}
+	if !bytes.Equal(keys[0][0], keys[0][1]) || !bytes.Equal(keys[1][0], keys[1][1]) {
+		t.Fatal("the two ends of a session bind different keys")
+	}
+	if bytes.Equal(keys[0][0], keys[1][0]) {
+		t.Fatal("two sessions bind the same key")
+	}
+}
