@@ -102,11 +102,12 @@ func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn) (int, 
 // this rank, or a lower rank calling for a link (laneCall). It returns the
 // lane nc becomes.
 func (f *formation) authenticate(nc *net.TCPConn, deadline time.Time) (*sock, int, lane, error) {
-	stream, peerHello, err := f.guard.Server(nc, f.hello, deadline)
+	lc := &laneConn{TCPConn: nc}
+	stream, peerHello, err := f.guard.Server(lc, f.hello, deadline)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}
-	s := newSock(nc, stream)
+	s := newSock(lc, stream)
 	if rank, ok, err := checkCallHello(peerHello, f.cfg.Size, 0, f.cfg.Rank); ok {
 		return s, rank, laneCall, err
 	}

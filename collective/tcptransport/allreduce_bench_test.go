@@ -31,6 +31,7 @@ func BenchmarkAllreduce(b *testing.B) {
 				{"tcp", Config{NoSharedMemory: true}, tuning{}},
 				{"tcp/cc=host", Config{NoSharedMemory: true}, tuning{congestion: "-"}},
 				{"tcp/tls", Config{NoSharedMemory: true, TLS: true}, tuning{}},
+				{"tcp/tls/spin=off", Config{NoSharedMemory: true, TLS: true}, tuning{spin: -1}},
 			} {
 				b.Run(fmt.Sprintf("n%d/%dKiB/%s", n, size>>10, v.name), func(b *testing.B) {
 					allreduce(b, n, size, v)

@@ -99,14 +99,15 @@ func (f *formation) exchange(nc *net.TCPConn, peer int, l lane, deadline time.Ti
 	if l == laneIn {
 		from, to = peer, f.cfg.Rank
 	}
-	stream, got, err := f.guard.Client(nc, laneHello(f.cfg.Rank, f.cfg.Size, from, to), deadline)
+	lc := &laneConn{TCPConn: nc}
+	stream, got, err := f.guard.Client(lc, laneHello(f.cfg.Rank, f.cfg.Size, from, to), deadline)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}
 	if _, err := checkHello(got, f.cfg.Size, peer, peer+1); err != nil {
 		return nil, err
 	}
-	s := newSock(nc, stream)
+	s := newSock(lc, stream)
 	return s, readAck(s, deadline)
 }
 
@@ -156,12 +157,13 @@ func (f *formation) callOnce(ctx context.Context, peer int) error {
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
 	release := closeOnDone(ctx, nc)
 	defer release()
-	stream, got, err := f.guard.Client(nc, callHello(f.cfg.Rank, f.cfg.Size), deadline)
+	lc := &laneConn{TCPConn: nc}
+	stream, got, err := f.guard.Client(lc, callHello(f.cfg.Rank, f.cfg.Size), deadline)
 	if err != nil {
 		return fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}
 	if _, err := checkHello(got, f.cfg.Size, peer, peer+1); err != nil {
 		return err
 	}
-	return readAck(newSock(nc, stream), deadline)
+	return readAck(newSock(lc, stream), deadline)
 }

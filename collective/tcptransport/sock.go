@@ -9,15 +9,17 @@ import (
 // closed as such, and the stream its bytes travel on after the handshake:
 // the socket itself, or the TLS session over it (Config.TLS).
 type sock struct {
-	tcp *net.TCPConn
-	tls net.Conn // the TLS session; nil on a plain link
+	tcp  *net.TCPConn
+	tls  net.Conn  // the TLS session; nil on a plain link
+	lane *laneConn // what the session runs over; nil on a plain link
 }
 
-// newSock wraps nc and the stream the handshake returned for it.
-func newSock(nc *net.TCPConn, stream net.Conn) *sock {
-	s := &sock{tcp: nc}
-	if stream != net.Conn(nc) {
-		s.tls = stream
+// newSock wraps the socket of lc and the stream the handshake over lc
+// returned: lc itself on a plain link, or a TLS session over it.
+func newSock(lc *laneConn, stream net.Conn) *sock {
+	s := &sock{tcp: lc.TCPConn}
+	if stream != net.Conn(lc) {
+		s.tls, s.lane = stream, lc
 	}
 	return s
 }

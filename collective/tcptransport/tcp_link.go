@@ -1,7 +1,6 @@
 package tcptransport
 
 import (
-	"io"
 	"net"
 	"time"
 
@@ -48,7 +47,7 @@ type tcpLink struct {
 // receives poll that long (see inbound).
 func newTCPLink(c *conn, readBuf int, spin time.Duration) *tcpLink {
 	if c.out.tls != nil {
-		return &tcpLink{c: c, sec: newSecureLanes(c.out.tls, c.in.tls)}
+		return &tcpLink{c: c, sec: newSecureLanes(c.out, c.in, spin)}
 	}
 	return &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin)}
 }
@@ -97,8 +96,7 @@ func (l *tcpLink) sendResult(err error) error {
 // inbound buffer (poll as inbound.readFull), or from the TLS session.
 func (l *tcpLink) readFull(p []byte, poll bool) error {
 	if l.sec != nil {
-		_, err := io.ReadFull(l.sec.in, p)
-		return err
+		return l.sec.readFull(p, poll)
 	}
 	return l.r.readFull(p, poll)
 }

@@ -1,6 +1,10 @@
 package tcptransport
 
-import "net"
+import (
+	"io"
+	"net"
+	"time"
+)
 
 // tlsRecord is the most plaintext one TLS record carries (RFC 8446 5.1).
 const tlsRecord = 16 << 10
@@ -13,18 +17,43 @@ const tlsRecord = 16 << 10
 // own; the rest of a large payload goes to the session without a copy.
 // Reads go through the session's own buffer; they never busy-poll.
 type secureLanes struct {
-	out, in net.Conn
-	stage   []byte // capacity tlsRecord; touched only by the send in progress
+	out, in     net.Conn  // the sessions
+	wire, rwire *laneConn // what they run over: out's, in's
+	stage       []byte    // capacity tlsRecord; touched only by the send in progress
+	spin        bool      // small reads may poll (see inbound)
 }
 
-func newSecureLanes(out, in net.Conn) *secureLanes {
-	return &secureLanes{out: out, in: in, stage: make([]byte, 0, tlsRecord)}
+// newSecureLanes carries frames through the TLS sessions of out and in;
+// spin > 0 lets the reads of small frames poll the socket that long first.
+func newSecureLanes(out, in *sock, spin time.Duration) *secureLanes {
+	in.lane.in = newInbound(in.tcp, 0, spin)
+	return &secureLanes{out: out.tls, in: in.tls, wire: out.lane, rwire: in.lane,
+		stage: make([]byte, 0, tlsRecord), spin: spin > 0}
 }
 
-// write sends parts end to end: whatever fits the stage with the parts
-// before it in one record, a part that overflows it straight from its
-// buffer.
+// readFull fills p from the inbound session; poll as inbound.readFull.
+func (s *secureLanes) readFull(p []byte, poll bool) error {
+	s.rwire.poll = poll && s.spin
+	_, err := io.ReadFull(s.in, p)
+	return err
+}
+
+// write sends parts end to end (see secureLanes), the records gathered
+// into few socket writes (see laneConn).
 func (s *secureLanes) write(parts [][]byte) error {
+	s.wire.gather = true
+	err := s.records(parts)
+	s.wire.gather = false
+	if ferr := s.wire.flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// records writes parts to the session: whatever fits the stage with the
+// parts before it in one record, a part that overflows it straight from
+// its buffer.
+func (s *secureLanes) records(parts [][]byte) error {
 	buf := s.stage[:0]
 	for _, p := range parts {
 		n := min(len(p), cap(buf)-len(buf))
