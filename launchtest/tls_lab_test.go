@@ -92,7 +92,13 @@ func sniff(ifname string) (*sniffer, error) {
 		syscall.Close(fd)
 		return nil, err
 	}
-	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 32<<20)
+	// Room for the whole job's traffic, so that a reader slowed down (by
+	// the race detector, a busy machine) drops nothing; root may exceed
+	// net.core.rmem_max.
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 256<<20); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
 	tv := syscall.NsecToTimeval(int64(100 * time.Millisecond))
 	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
 		syscall.Close(fd)
@@ -103,19 +109,21 @@ func sniff(ifname string) (*sniffer, error) {
 	return s, nil
 }
 
-// loop reads frames until stop; a read times out every 100 ms so that it
-// notices.
+// loop reads frames until stop, and then what the socket still holds: a
+// read times out every 100 ms, and one that does after stop ends it.
 func (s *sniffer) loop() {
 	defer close(s.done)
 	buf := make([]byte, 256<<10)
 	for {
-		select {
-		case <-s.quit:
-			return
-		default:
-		}
 		n, _, err := syscall.Recvfrom(s.fd, buf, 0)
 		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) {
+				select {
+				case <-s.quit:
+					return
+				default:
+				}
+			}
 			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
 				continue
 			}
