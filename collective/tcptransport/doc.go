@@ -76,7 +76,8 @@
 // session by exported keying material), and a link on TCP sends its frames
 // through its two sessions: a frame's header and the start of its payload
 // go out in one record, the rest of a large payload straight from the
-// caller's buffer, and reads go through the session, without busy-polling.
+// caller's buffer, the records of a frame in few socket writes, and reads
+// of small frames poll the socket first, as on a plain link.
 // The shared-memory handshake runs inside the sessions too; the rings do
 // not, since they never leave the host. A rank that meets a peer of the
 // other kind fails that connection with an error saying so

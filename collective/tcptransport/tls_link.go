@@ -11,11 +11,13 @@ const tlsRecord = 16 << 10
 
 // secureLanes are the TLS sessions of a link on TCP with Config.TLS: every
 // frame is written to out and read from in through them. A session
-// encrypts each write into records of up to tlsRecord bytes, one socket
-// write each, so a frame's header and the start of its payload are first
-// gathered into one record (stage) rather than sent as a record of their
-// own; the rest of a large payload goes to the session without a copy.
-// Reads go through the session's own buffer; they never busy-poll.
+// encrypts each write into records of up to tlsRecord bytes, so a frame's
+// header and the start of its payload are first gathered into one record
+// (stage) rather than sent as a record of their own, and every write to
+// the session but a frame's last is a whole number of full records; the
+// rest of a large payload goes to the session without a copy. The records
+// of a frame reach the socket in few writes, and reads of small frames
+// poll the socket first, as a plain link's do (see laneConn).
 type secureLanes struct {
 	out, in     net.Conn  // the sessions
 	wire, rwire *laneConn // what they run over: out's, in's

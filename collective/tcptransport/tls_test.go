@@ -1,6 +1,7 @@
 package tcptransport
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -104,12 +105,17 @@ func TestTLSWrongSecretRefused(t *testing.T) {
 		if !errors.Is(err, auth.ErrAuth) {
 			t.Fatalf("rogue with another secret got %v, want ErrAuth", err)
 		}
+		// The rogue gives up first (it checks rank 0's key before sending
+		// its own); rank 0 then rejects it.
+		for end := time.Now().Add(10 * time.Second); len(logs.lines("rejected connection", "TLS")) == 0; {
+			if time.Now().After(end) {
+				t.Fatalf("rank 0 logged no TLS rejection; log:\n%s", logs.lines())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		cancel()
 		if _, err := r0.wait(t); err == nil {
 			t.Fatal("rank 0 formed a mesh with a rogue")
-		}
-		if len(logs.lines("rejected connection", "TLS")) == 0 {
-			t.Errorf("rank 0 logged no TLS rejection; log:\n%s", logs.lines())
 		}
 	})
 	t.Run("dial", func(t *testing.T) {
@@ -188,5 +194,47 @@ func TestTLSMismatchNamedOnBothSides(t *testing.T) {
 				t.Errorf("Connect returned after %v", d)
 			}
 		})
+	}
+}
+
+// writeLog records the writes made to it.
+type writeLog struct {
+	net.Conn
+	writes [][]byte
+}
+
+func (w *writeLog) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// TestSecureRecords: whatever the parts of a frame, the session receives
+// their bytes in order, and every write but the last fills whole records,
+// so no record but a frame's last is short.
+func TestSecureRecords(t *testing.T) {
+	r := tlsRecord
+	for _, sizes := range [][]int{
+		{headerSize}, {headerSize, 0}, {headerSize, 100}, {headerSize, r - headerSize},
+		{headerSize, r - headerSize + 1}, {headerSize, 3*r + 5}, {headerSize, 7, r, 2*r - 3, 1, 0, 5 * r},
+	} {
+		var parts [][]byte
+		var want []byte
+		for i, n := range sizes {
+			p := bytes.Repeat([]byte{byte(i + 1)}, n)
+			parts, want = append(parts, p), append(want, p...)
+		}
+		w := &writeLog{}
+		s := &secureLanes{out: w, stage: make([]byte, 0, tlsRecord)}
+		if err := s.records(parts); err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Join(w.writes, nil); !bytes.Equal(got, want) {
+			t.Errorf("parts %v: the session got %d bytes, not the frame's %d in order", sizes, len(got), len(want))
+		}
+		for i, b := range w.writes[:max(0, len(w.writes)-1)] {
+			if len(b) == 0 || len(b)%r != 0 {
+				t.Errorf("parts %v: write %d of %d is %d bytes, not whole records", sizes, i, len(w.writes), len(b))
+			}
+		}
 	}
 }
