@@ -26,7 +26,7 @@ func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, lo
 	if plan.Launcher != runner.LauncherGorun && plan.Launcher != "" {
 		where += " (" + plan.Launcher + ")"
 	}
-	rdv, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret, rendezvous.WithLogger(log))
+	rdv, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret, rendezvous.WithLogger(log), rendezvous.WithTLS(env.TLS))
 	if err != nil {
 		return nil, nil, env, nil, fmt.Errorf("%s: joining the rendezvous at %s: %w", where, env.RendezvousAddr, err)
 	}
@@ -73,7 +73,7 @@ func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *
 	// and shared-memory rings rather than size-1.
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
-		NoSharedMemory: env.NoSharedMemory, Eager: collective.SchedulePeers(env.Rank, env.Size, hostIndexes(hostOf)),
+		NoSharedMemory: env.NoSharedMemory, TLS: env.TLS, Eager: collective.SchedulePeers(env.Rank, env.Size, hostIndexes(hostOf)),
 	})
 	if err != nil {
 		leave(rdv, log)

@@ -88,7 +88,7 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 		return err
 	}
 	log = log.With("worker", cfg.ID)
-	rdv, err := rendezvous.Dial(ctx, cfg.RendezvousAddr, cfg.Secret, rendezvous.WithLogger(log))
+	rdv, err := rendezvous.Dial(ctx, cfg.RendezvousAddr, cfg.Secret, rendezvous.WithLogger(log), rendezvous.WithTLS(cfg.TLS))
 	if err != nil {
 		return fmt.Errorf("hvd: elastic worker %s: joining the rendezvous at %s: %w", cfg.ID, cfg.RendezvousAddr, err)
 	}
@@ -253,7 +253,7 @@ func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clie
 		}
 		tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 			Rank: rank, Size: n, Addrs: addrs, Secret: cfg.Secret, Logger: cfg.Logger, NoSharedMemory: env.NoSharedMemory,
-			Eager: collective.SchedulePeers(rank, n, c.Comm.Hosts),
+			TLS: env.TLS, Eager: collective.SchedulePeers(rank, n, c.Comm.Hosts),
 		})
 		if err != nil {
 			return nil, err

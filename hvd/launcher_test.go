@@ -169,3 +169,43 @@ func TestLauncherJobsStayApart(t *testing.T) {
 		t.Errorf("rank 1: %v; want it to suspect the secret", errs[1])
 	}
 }
+
+// TestLauncherJobTLS: ranks of a torchrun-style job with GOROVOD_TLS=1
+// join rank 0's rendezvous and form their mesh inside TLS and all-reduce;
+// a rank without it fails, naming the mismatch.
+func TestLauncherJobTLS(t *testing.T) {
+	port := freePort(t)
+	rts, errs := joinDetected(t, []func(string) string{
+		torchrunEnv(0, 2, port, runner.EnvTLS+"=1"), torchrunEnv(1, 2, port, runner.EnvTLS+"=1"),
+	}, 20*time.Second)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		defer rts[r].Shutdown()
+	}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		x := hvd.NewTensor("x", []float32{float32(r + 1)})
+		if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
+			return err
+		}
+		if v := hvd.Values[float32](x)[0]; v != 3 {
+			return fmt.Errorf("sum %v, want 3", v)
+		}
+		return nil
+	})
+
+	port = freePort(t)
+	rts, errs = joinDetected(t, []func(string) string{
+		torchrunEnv(0, 2, port, runner.EnvTLS+"=1"), torchrunEnv(1, 2, port),
+	}, 5*time.Second)
+	for r, rt := range rts {
+		if rt != nil {
+			rt.Shutdown()
+			t.Errorf("rank %d joined a job whose ranks disagree about TLS", r)
+		}
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "started without it") {
+		t.Errorf("rank 1 without TLS: %v, want an error naming the mismatch", errs[1])
+	}
+}

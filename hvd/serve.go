@@ -19,6 +19,7 @@ func serveRendezvous(env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logge
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{
 		Addr: plan.ServeAddr, Secret: env.Secret, Size: env.Size, Hosts: plan.Hosts, Logger: warnings(log),
 		SingleRound: true, // it stops once this rank's mesh forms; a re-Init serves a new one
+		TLS:         env.TLS,
 	})
 	if err == nil {
 		err = srv.Start()

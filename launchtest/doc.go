@@ -3,7 +3,8 @@
 // mpiexec, torchrun-style variables set by a shell loop, a GOROVOD_CLUSTER
 // spec run by hand on emulated hosts, and a real Slurm cluster (srun,
 // sbatch, and gorun inside salloc), plus the errors a user sees when a
-// launcher's job cannot be joined.
+// launcher's job cannot be joined, and what a passive observer of a lab
+// link sees of a job with and without gorun --tls.
 //
 // The tests build gorun and the examples once. They need Debian's
 // openmpi-bin, mpich, slurm-wlm and munge, and root for the network

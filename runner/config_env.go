@@ -13,7 +13,7 @@ import (
 func KnobVars() []string {
 	return []string{EnvStartTimeout, EnvFusionThreshold, EnvCycleTime, EnvCacheCapacity,
 		EnvStallCheckTime, EnvStallShutdownTime, EnvTimeline, EnvLogLevel, EnvOpTimeout, EnvNoSharedMemory,
-		EnvHierarchical, EnvAutotune, EnvAutotuneLog}
+		EnvHierarchical, EnvAutotune, EnvAutotuneLog, EnvTLS}
 }
 
 // KnobsFromEnviron gives the knobs of c that were not set explicitly the

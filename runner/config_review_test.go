@@ -133,7 +133,7 @@ func TestKnobsFromEnviron(t *testing.T) {
 		EnvStartTimeout: "45s", EnvFusionThreshold: "1048576", EnvCycleTime: "2ms", EnvCacheCapacity: "7",
 		EnvStallCheckTime: "10s", EnvStallShutdownTime: "20s", EnvTimeline: "/tmp/tl.json",
 		EnvLogLevel: "debug", EnvOpTimeout: "1m", EnvNoSharedMemory: "1",
-		EnvHierarchical: "on", EnvAutotune: "1", EnvAutotuneLog: "/tmp/tune.csv",
+		EnvHierarchical: "on", EnvAutotune: "1", EnvAutotuneLog: "/tmp/tune.csv", EnvTLS: "1",
 	}
 	c := DefaultConfig()
 	if err := c.KnobsFromEnviron(func(k string) string { return env[k] }, nil); err != nil {
@@ -142,7 +142,7 @@ func TestKnobsFromEnviron(t *testing.T) {
 	if c.StartTimeout != 45*time.Second || c.FusionThreshold != 1<<20 || c.CycleTime != 2*time.Millisecond ||
 		c.CacheCapacity != 7 || c.StallWarning != 10*time.Second || c.StallShutdown != 20*time.Second ||
 		c.TimelinePath != "/tmp/tl.json" || c.LogLevel != "debug" || c.OpTimeout != time.Minute || !c.NoSharedMemory ||
-		c.Hierarchical != settings.On || !c.Autotune || c.AutotuneLogPath != "/tmp/tune.csv" {
+		c.Hierarchical != settings.On || !c.Autotune || c.AutotuneLogPath != "/tmp/tune.csv" || !c.TLS {
 		t.Errorf("knobs from the environment: %+v", c)
 	}
 	if len(KnobVars()) != len(env) {
@@ -172,6 +172,7 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 		{EnvFusionThreshold, "64MB", `GOROVOD_FUSION_THRESHOLD="64MB": not a decimal integer`},
 		{EnvLogLevel, "loud", `GOROVOD_LOG_LEVEL="loud"`},
 		{EnvNoSharedMemory, "yes", `GOROVOD_NO_SHARED_MEMORY="yes": not 1 or 0`},
+		{EnvTLS, "on", `GOROVOD_TLS="on": not 1 or 0`},
 		{EnvStallShutdownTime, "30s", "GOROVOD_STALL_SHUTDOWN_TIME=30s: must not be shorter than GOROVOD_STALL_CHECK_TIME=1m0s"},
 	} {
 		c := DefaultConfig()

@@ -75,6 +75,7 @@
 //	GOROVOD_HIERARCHICAL_ALLREDUCE  auto, on or off: two-level all-reduce, all-gather and broadcast across hosts (auto)
 //	GOROVOD_AUTOTUNE             1: rank 0 tunes the knobs while the job trains, 0: off (0)
 //	GOROVOD_AUTOTUNE_LOG         CSV file of the autotuner's trials ("" = none)
+//	GOROVOD_TLS                  1: the rendezvous and the TCP links run inside TLS 1.3, 0: clear (0)
 //
 // Durations use Go syntax ("1ms", "60s", "1m30s"). Without GOROVOD_RANK a
 // process is a single rank of size 1. The secret never appears on a command

@@ -46,6 +46,7 @@ const (
 	EnvHierarchical      = "GOROVOD_HIERARCHICAL_ALLREDUCE" // Hierarchical: auto (default), on or off
 	EnvAutotune          = "GOROVOD_AUTOTUNE"               // Autotune: 1 tunes the knobs while the job trains, 0 (default) does not
 	EnvAutotuneLog       = "GOROVOD_AUTOTUNE_LOG"           // AutotuneLogPath: CSV file of the autotuner's trials
+	EnvTLS               = "GOROVOD_TLS"                    // TLS: 1 encrypts the rendezvous and the TCP links, 0 (default) does not
 )
 
 // EnvElasticID is set by gorun in the ranks of an elastic job (--min-np)
@@ -314,6 +315,7 @@ func envVars() []envVar {
 		switchVar(EnvHierarchical, func(e *WorkerEnv) *settings.Switch { return &e.Hierarchical }),
 		boolVar(EnvAutotune, func(e *WorkerEnv) *bool { return &e.Autotune }),
 		stringVar(EnvAutotuneLog, func(e *WorkerEnv) *string { return &e.AutotuneLogPath }),
+		boolVar(EnvTLS, func(e *WorkerEnv) *bool { return &e.TLS }),
 	}
 }
 

@@ -235,7 +235,7 @@ func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger) (Wo
 		srvLog = log
 	}
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{
-		Addr: plan.listen, Secret: secret, Size: len(slots), Hosts: hosts, Logger: srvLog,
+		Addr: plan.listen, Secret: secret, Size: len(slots), Hosts: hosts, Logger: srvLog, TLS: c.TLS,
 	})
 	if err == nil {
 		err = srv.Start()

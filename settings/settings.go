@@ -143,6 +143,10 @@ type Knobs struct {
 	// AutotuneLogPath names the CSV file rank 0 writes every autotuning
 	// trial to (with Engine.Autotune); "" writes none.
 	AutotuneLogPath string
+	// TLS encrypts the rendezvous and every data-plane link on TCP with TLS
+	// 1.3, its keys bound to the job secret (shared-memory rings are left
+	// as they are). Every rank and the launcher must agree.
+	TLS bool
 }
 
 // DefaultEngine returns the engine knobs at their defaults: 64 MiB fusion,

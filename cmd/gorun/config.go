@@ -240,6 +240,7 @@ func knobsOf(c *cli.Context) (settings.Knobs, error) {
 		LogLevel:        c.String("log-level"),
 		NoSharedMemory:  c.Bool("no-shared-memory"),
 		AutotuneLogPath: c.String("autotune-log"),
+		TLS:             c.Bool("tls"),
 	}
 	return k, errors.Join(errs...)
 }

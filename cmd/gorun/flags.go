@@ -101,6 +101,8 @@ func flags() []cli.Flag {
 			Usage: "let rank 0 tune fusion, cycle time, the hierarchical switch and the cache while the job trains, keeping what moves the most bytes per second [$GOROVOD_AUTOTUNE]"},
 		&cli.StringFlag{Name: "autotune-log", Category: catTuning, TakesFile: true,
 			Usage: "write every autotuning trial to this CSV file [$GOROVOD_AUTOTUNE_LOG]"},
+		&cli.BoolFlag{Name: "tls", Category: catTuning,
+			Usage: "encrypt the rendezvous and every TCP link between ranks with TLS 1.3 keyed from the job secret (shared memory on one host stays as it is) [$GOROVOD_TLS]"},
 	}
 }
 
@@ -122,6 +124,7 @@ func knobFlags() map[string]string {
 		runner.EnvHierarchical:      "hierarchical-allreduce",
 		runner.EnvAutotune:          "autotune",
 		runner.EnvAutotuneLog:       "autotune-log",
+		runner.EnvTLS:               "tls",
 	}
 }
 

@@ -47,7 +47,7 @@ func newApp(stdout, stderr io.Writer, launch func(runner.Config) error) *cli.App
 			"that it names and the command line does not. A tuning flag (or --start-timeout)\n" +
 			"that neither sets takes the value of its GOROVOD_ variable (shown as [$NAME]) in\n" +
 			"gorun's environment, in the ranks' syntax (Go durations; GOROVOD_FUSION_THRESHOLD\n" +
-			"in bytes; GOROVOD_NO_SHARED_MEMORY and GOROVOD_AUTOTUNE 1 or 0;\n" +
+			"in bytes; GOROVOD_NO_SHARED_MEMORY, GOROVOD_AUTOTUNE and GOROVOD_TLS 1 or 0;\n" +
 			"GOROVOD_HIERARCHICAL_ALLREDUCE auto, on or off), else its default: command\n" +
 			"line, then config file, then environment, then default.\n\n" +
 			"Exit status: 0 when every rank succeeded; the status of the first rank that\n" +

@@ -30,7 +30,7 @@ func TestKnobsFromUserEnvironment(t *testing.T) {
 		runner.EnvStartTimeout: "45s", runner.EnvFusionThreshold: "1048576", runner.EnvCycleTime: "2ms",
 		runner.EnvCacheCapacity: "7", runner.EnvStallCheckTime: "10s", runner.EnvStallShutdownTime: "20s",
 		runner.EnvTimeline: "/tmp/tl.json", runner.EnvLogLevel: "debug", runner.EnvOpTimeout: "1m",
-		runner.EnvNoSharedMemory: "1",
+		runner.EnvNoSharedMemory: "1", runner.EnvTLS: "1",
 	} {
 		t.Setenv(name, value)
 	}
@@ -42,21 +42,21 @@ func TestKnobsFromUserEnvironment(t *testing.T) {
 	want.NP, want.StartTimeout, want.FusionThreshold, want.CycleTime = 2, 45*time.Second, 1<<20, 2*time.Millisecond
 	want.CacheCapacity, want.StallWarning, want.StallShutdown = 7, 10*time.Second, 20*time.Second
 	want.TimelinePath, want.LogLevel, want.OpTimeout = "/tmp/tl.json", "debug", time.Minute
-	if !equalConfig(cfg, want) || !cfg.NoSharedMemory {
-		t.Errorf("from the environment:\n%s (no shared memory %v)\nwant\n%s (true)", fmtConfig(cfg), cfg.NoSharedMemory, fmtConfig(want))
+	if !equalConfig(cfg, want) || !cfg.NoSharedMemory || !cfg.TLS {
+		t.Errorf("from the environment:\n%s (no shared memory %v, tls %v)\nwant\n%s (true, true)", fmtConfig(cfg), cfg.NoSharedMemory, cfg.TLS, fmtConfig(want))
 	}
 
 	cfg, err = parse(t, "-np", "2", "--start-timeout", "5s", "--fusion-threshold-mb", "2", "--cycle-time-ms", "3",
 		"--cache-capacity", "9", "--stall-check-time", "40s", "--stall-shutdown-time", "50s",
-		"--timeline-filename", "/t2", "--log-level", "warn", "--op-timeout", "2s", "--no-shared-memory=false", "./train")
+		"--timeline-filename", "/t2", "--log-level", "warn", "--op-timeout", "2s", "--no-shared-memory=false", "--tls=false", "./train")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want.StartTimeout, want.FusionThreshold, want.CycleTime = 5*time.Second, 2<<20, 3*time.Millisecond
 	want.CacheCapacity, want.StallWarning, want.StallShutdown = 9, 40*time.Second, 50*time.Second
 	want.TimelinePath, want.LogLevel, want.OpTimeout = "/t2", "warn", 2*time.Second
-	if !equalConfig(cfg, want) || cfg.NoSharedMemory {
-		t.Errorf("flags over the environment:\n%s (no shared memory %v)\nwant\n%s (false)", fmtConfig(cfg), cfg.NoSharedMemory, fmtConfig(want))
+	if !equalConfig(cfg, want) || cfg.NoSharedMemory || cfg.TLS {
+		t.Errorf("flags over the environment:\n%s (no shared memory %v, tls %v)\nwant\n%s (false, false)", fmtConfig(cfg), cfg.NoSharedMemory, cfg.TLS, fmtConfig(want))
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/internal/auth"
 )
 
 // ackByte is the server's last handshake byte: the peer passed every check
@@ -49,6 +48,7 @@ func (f *formation) admit(ctx context.Context, nc *net.TCPConn, accepted time.Ti
 			f.log.Debug("tcptransport: dropped connection", "remote", remote, "reason", err)
 		} else {
 			rejects.reject(remote, err)
+			f.noteReject(remote, err)
 		}
 		nc.Close()
 		return
@@ -66,7 +66,7 @@ func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn, accept
 	}
 	deadline := accepted.Add(f.cfg.HandshakeTimeout)
 	release := closeOnDone(ctx, nc)
-	rank, l, err := f.authenticate(nc, deadline)
+	s, rank, l, err := f.authenticate(nc, deadline)
 	if !release() {
 		return 0, 0, errSealed
 	}
@@ -79,32 +79,36 @@ func (f *formation) serverHandshake(ctx context.Context, nc *net.TCPConn, accept
 		if !f.lazy || f.eager[rank] {
 			return 0, 0, fmt.Errorf("rank %d calls for a link that forms when the mesh does", rank)
 		}
-		err := writeAck(nc, deadline)
+		err := writeAck(s, deadline)
 		nc.Close()
 		if err == nil {
 			f.dial(rank)
 		}
 		return rank, l, err
 	}
-	return rank, l, f.claim(rank, l, nc, func() error { return writeAck(nc, deadline) })
+	return rank, l, f.claim(rank, l, s, func() error { return writeAck(s, deadline) })
 }
 
-// authenticate runs auth.Server and validates the peer's hello: a higher
-// rank of a job of the same size, opening a lane to or from this rank, or
-// a lower rank calling for a link (laneCall).
-func (f *formation) authenticate(nc *net.TCPConn, deadline time.Time) (int, lane, error) {
-	peerHello, err := auth.Server(nc, f.cfg.Secret, f.hello, deadline)
+// authenticate runs the guard's server side and validates the peer's
+// hello: a higher rank of a job of the same size, opening a lane to or from
+// this rank, or a lower rank calling for a link (laneCall). It returns the
+// lane nc becomes.
+func (f *formation) authenticate(nc *net.TCPConn, deadline time.Time) (*sock, int, lane, error) {
+	lc := &laneConn{TCPConn: nc}
+	stream, peerHello, err := f.guard.Server(lc, f.hello, deadline)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", collective.ErrAuth, err)
+		return nil, 0, 0, fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}
+	s := newSock(lc, stream)
 	if rank, ok, err := checkCallHello(peerHello, f.cfg.Size, 0, f.cfg.Rank); ok {
-		return rank, laneCall, err
+		return s, rank, laneCall, err
 	}
-	return checkLaneHello(peerHello, f.cfg.Rank, f.cfg.Size, f.cfg.Rank+1, f.cfg.Size)
+	rank, l, err := checkLaneHello(peerHello, f.cfg.Rank, f.cfg.Size, f.cfg.Rank+1, f.cfg.Size)
+	return s, rank, l, err
 }
 
 // writeAck sends ackByte before deadline.
-func writeAck(nc *net.TCPConn, deadline time.Time) error {
+func writeAck(nc *sock, deadline time.Time) error {
 	if err := nc.SetWriteDeadline(deadline); err != nil {
 		return err
 	}

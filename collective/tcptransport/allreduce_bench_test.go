@@ -16,7 +16,7 @@ import (
 // over in-process meshes of 2 and 4 ranks: as shipped (shared memory),
 // with busy-polling forced off or on, over TCP, and over TCP with the
 // host's congestion control on loopback instead of Reno (see
-// sameHostCongestion). Besides the time, it reports
+// sameHostCongestion), and over TCP inside TLS (Config.TLS). Besides the time, it reports
 // the processor time a call costs (user and system, all ranks together):
 // on a shared machine that figure moves far less than the time does.
 //
@@ -30,6 +30,8 @@ func BenchmarkAllreduce(b *testing.B) {
 				{"spin=on", Config{}, tuning{spin: spinBudget}},
 				{"tcp", Config{NoSharedMemory: true}, tuning{}},
 				{"tcp/cc=host", Config{NoSharedMemory: true}, tuning{congestion: "-"}},
+				{"tcp/tls", Config{NoSharedMemory: true, TLS: true}, tuning{}},
+				{"tcp/tls/spin=off", Config{NoSharedMemory: true, TLS: true}, tuning{spin: -1}},
 			} {
 				b.Run(fmt.Sprintf("n%d/%dKiB/%s", n, size>>10, v.name), func(b *testing.B) {
 					allreduce(b, n, size, v)

@@ -24,6 +24,13 @@ type Config struct {
 	Addrs []string
 	// Secret is the 32-byte job secret every connection must prove.
 	Secret []byte
+	// TLS encrypts every connection: each runs its handshake inside a TLS
+	// 1.3 session keyed from Secret (see auth.Guard), and the frames of a
+	// link on TCP travel through that session. The rings of a link in
+	// shared memory stay as they are. Every rank of a job must set the same
+	// value; a rank that meets a peer with the other one fails the
+	// connection with an error that says so (auth.ErrMismatch).
+	TLS bool
 	// HandshakeTimeout bounds the handshake of each connection, accepted or
 	// dialed; zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration

@@ -15,7 +15,8 @@ import (
 // (polling decided per host), with every small Recv polling for far longer
 // than any test waits (so that Close, cancellation and peer failure must
 // all end a poll), and with polling off; and with every link formed on
-// demand, on either path. Every full mesh is checked to run every link on
+// demand, on either path; and with TLS over TCP (every frame through the
+// sessions) and in shared memory (the handshakes in TLS). Every full mesh is checked to run every link on
 // the path its variant names.
 func TestConformance(t *testing.T) {
 	for _, v := range []struct {
@@ -32,6 +33,8 @@ func TestConformance(t *testing.T) {
 		{"tcp/spin=off", Config{NoSharedMemory: true}, tuning{spin: -1}, TCP},
 		{"shm/on-demand", Config{Eager: []int{}}, tuning{}, NoLink},
 		{"tcp/on-demand", Config{NoSharedMemory: true, Eager: []int{}}, tuning{}, NoLink},
+		{"tls/tcp", Config{NoSharedMemory: true, TLS: true}, tuning{}, TCP},
+		{"tls/shm", Config{TLS: true}, tuning{}, SharedMemory},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, size int) []collective.Transport {

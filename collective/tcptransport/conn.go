@@ -2,7 +2,6 @@ package tcptransport
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 
 	"github.com/gorovod/gorovod/collective"
@@ -19,11 +18,11 @@ import (
 // fields, so one of each may run at once without waiting for the other;
 // the only state they share is the atomic failure.
 type conn struct {
-	out  *net.TCPConn // lane rank>peer: carries frames to the peer on a tcpLink
-	in   *net.TCPConn // lane peer>rank: carries frames from the peer on a tcpLink
-	rank int          // this rank
-	peer int          // the rank at the other end
-	host string       // the peer's data-plane address
+	out  *sock  // lane rank>peer: carries frames to the peer on a tcpLink
+	in   *sock  // lane peer>rank: carries frames from the peer on a tcpLink
+	rank int    // this rank
+	peer int    // the rank at the other end
+	host string // the peer's data-plane address
 
 	failed atomic.Pointer[failure] // first cause; set once, then sticky
 	link   link                    // how frames travel; set once by newConn

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/internal/auth"
 )
 
 // Back-off between dials of a peer that is not accepting yet.
@@ -66,11 +65,12 @@ func (f *formation) dialOnce(ctx context.Context, peer int, l lane) (reached boo
 		return false, err
 	}
 	nc := c.(*net.TCPConn)
-	if err := f.clientHandshake(ctx, nc, peer, l); err != nil {
+	s, err := f.clientHandshake(ctx, nc, peer, l)
+	if err != nil {
 		nc.Close()
 		return true, err
 	}
-	if err := f.claim(peer, l, nc, nil); err != nil {
+	if err := f.claim(peer, l, s, nil); err != nil {
 		nc.Close()
 		return true, err
 	}
@@ -80,37 +80,40 @@ func (f *formation) dialOnce(ctx context.Context, peer int, l lane) (reached boo
 // clientHandshake authenticates the server, checks that it is peer of a
 // job of our size, names lane l and waits for the acknowledgement, all
 // before the handshake deadline. If ctx ends meanwhile, nc is closed.
-func (f *formation) clientHandshake(ctx context.Context, nc *net.TCPConn, peer int, l lane) error {
+func (f *formation) clientHandshake(ctx context.Context, nc *net.TCPConn, peer int, l lane) (*sock, error) {
 	if err := tune(nc, f.tun); err != nil {
-		return err
+		return nil, err
 	}
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
 	release := closeOnDone(ctx, nc)
-	err := f.exchange(nc, peer, l, deadline)
+	s, err := f.exchange(nc, peer, l, deadline)
 	if !release() {
-		return errSealed
+		return nil, errSealed
 	}
-	return err
+	return s, err
 }
 
-func (f *formation) exchange(nc *net.TCPConn, peer int, l lane, deadline time.Time) error {
+// exchange runs the client handshake of lane l on nc and returns the lane.
+func (f *formation) exchange(nc *net.TCPConn, peer int, l lane, deadline time.Time) (*sock, error) {
 	from, to := f.cfg.Rank, peer
 	if l == laneIn {
 		from, to = peer, f.cfg.Rank
 	}
-	got, err := auth.Client(nc, f.cfg.Secret, laneHello(f.cfg.Rank, f.cfg.Size, from, to), deadline)
+	lc := &laneConn{TCPConn: nc}
+	stream, got, err := f.guard.Client(lc, laneHello(f.cfg.Rank, f.cfg.Size, from, to), deadline)
 	if err != nil {
-		return fmt.Errorf("%w: %w", collective.ErrAuth, err)
+		return nil, fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}
 	if _, err := checkHello(got, f.cfg.Size, peer, peer+1); err != nil {
-		return err
+		return nil, err
 	}
-	return readAck(nc, deadline)
+	s := newSock(lc, stream)
+	return s, readAck(s, deadline)
 }
 
 // readAck waits for the server's ackByte before deadline. EOF means the
 // server rejected us after the handshake (its log says why).
-func readAck(nc *net.TCPConn, deadline time.Time) error {
+func readAck(nc *sock, deadline time.Time) error {
 	if err := nc.SetReadDeadline(deadline); err != nil {
 		return err
 	}
@@ -154,12 +157,13 @@ func (f *formation) callOnce(ctx context.Context, peer int) error {
 	deadline := time.Now().Add(f.cfg.HandshakeTimeout)
 	release := closeOnDone(ctx, nc)
 	defer release()
-	got, err := auth.Client(nc, f.cfg.Secret, callHello(f.cfg.Rank, f.cfg.Size), deadline)
+	lc := &laneConn{TCPConn: nc}
+	stream, got, err := f.guard.Client(lc, callHello(f.cfg.Rank, f.cfg.Size), deadline)
 	if err != nil {
 		return fmt.Errorf("%w: %w", collective.ErrAuth, err)
 	}
 	if _, err := checkHello(got, f.cfg.Size, peer, peer+1); err != nil {
 		return err
 	}
-	return readAck(nc, deadline)
+	return readAck(newSock(lc, stream), deadline)
 }

@@ -73,6 +73,22 @@
 // every 10 seconds and once more when formation ends, so a port scanner or
 // a misdirected client that retries cannot flood the log.
 //
+// # TLS
+//
+// With Config.TLS every connection runs that handshake inside a TLS 1.3
+// session (auth.Guard: a key derived from the job secret on both sides,
+// each requiring the other's certificate of it, and the HMAC bound to the
+// session by exported keying material), and a link on TCP sends its frames
+// through its two sessions: a frame's header and the start of its payload
+// go out in one record, the rest of a large payload straight from the
+// caller's buffer, the records of a frame in few socket writes, and reads
+// of small frames poll the socket first, as on a plain link.
+// The shared-memory handshake runs inside the sessions too; the rings do
+// not, since they never leave the host. A rank that meets a peer of the
+// other kind fails that connection with an error saying so
+// (auth.ErrMismatch), and Connect's error names the last rejected
+// connection, so both sides say why the mesh did not form.
+//
 // # Shared memory between ranks on one host
 //
 // Right after formation, the two ranks of every link whose addresses have

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/internal/auth"
 )
 
 // Connect forms this rank's links to the peers of cfg.Eager (every peer
@@ -51,7 +51,15 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 		return nil, err
 	}
 	tun = tun.normalize(cfg.Rank, cfg.Addrs)
+	guard, err := auth.NewGuard(cfg.Secret, cfg.TLS)
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, fmt.Errorf("tcptransport: %w", err)
+	}
 	f := newFormation(cfg, tun)
+	f.guard = guard
 	socks, err := f.run(ctx, ln)
 	if err != nil {
 		return nil, err
@@ -64,6 +72,7 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 type formation struct {
 	cfg   Config
 	tun   tuning
+	guard *auth.Guard // every connection's handshake, plain or TLS
 	log   *slog.Logger
 	hello []byte
 	eager []bool // by peer: Connect forms the link
@@ -79,6 +88,7 @@ type formation struct {
 	mu      sync.Mutex
 	socks   []lanes                 // by peer rank; a lane is nil until claimed
 	lastErr []error                 // by lower peer rank: why the last dial failed
+	reject  string                  // the last connection rejected, and why; "" for none
 	need    int                     // sockets of eager links not yet claimed
 	sealed  bool                    // no more claims: Connect failed, or the transport closed
 	full    chan struct{}           // closed when need reaches 0
@@ -88,7 +98,7 @@ type formation struct {
 }
 
 // lanes holds the two sockets of one link, indexed by lane.
-type lanes [2]*net.TCPConn
+type lanes [2]*sock
 
 // complete reports whether both lanes are there.
 func (l lanes) complete() bool { return l[laneOut] != nil && l[laneIn] != nil }
@@ -261,7 +271,7 @@ func (f *formation) closeLanes(peer int) {
 // claim registers nc as lane l of the link to rank. ack, if not nil, runs
 // under the lock just before the claim takes effect (the server's
 // acknowledgement), so a peer is acknowledged only if it is kept.
-func (f *formation) claim(rank int, l lane, nc *net.TCPConn, ack func() error) error {
+func (f *formation) claim(rank int, l lane, nc *sock, ack func() error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -314,6 +324,15 @@ func (f *formation) noteDialError(peer int, err error) {
 	f.mu.Unlock()
 }
 
+// noteReject remembers the last connection the accept loop rejected, for
+// the error Connect returns if the mesh does not form: a peer turned away
+// (a TLS mismatch, another job's secret) is then named on this side too.
+func (f *formation) noteReject(remote string, err error) {
+	f.mu.Lock()
+	f.reject = fmt.Sprintf("%s: %v", remote, err)
+	f.mu.Unlock()
+}
+
 // incomplete builds Connect's error when ctx ended before the mesh formed.
 func (f *formation) incomplete(ctx context.Context) error {
 	var missing []int
@@ -331,5 +350,10 @@ func (f *formation) incomplete(ctx context.Context) error {
 	if len(why) > 0 {
 		msg += "; last dial errors: " + strings.Join(why, "; ")
 	}
+	f.mu.Lock()
+	if f.reject != "" {
+		msg += "; last connection rejected: " + f.reject
+	}
+	f.mu.Unlock()
 	return ctxError(ctx, msg)
 }

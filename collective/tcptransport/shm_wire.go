@@ -3,7 +3,6 @@ package tcptransport
 import (
 	"encoding/binary"
 	"io"
-	"net"
 	"time"
 
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
@@ -19,7 +18,7 @@ import (
 
 // writeOffer sends an offer of the ring at path (see shmring.OfferPath)
 // with its token; an empty path offers nothing.
-func writeOffer(s *net.TCPConn, deadline time.Time, path string, token []byte) error {
+func writeOffer(s *sock, deadline time.Time, path string, token []byte) error {
 	b := binary.LittleEndian.AppendUint16(nil, uint16(len(path)))
 	if path != "" {
 		b = append(append(b, path...), token...)
@@ -30,7 +29,7 @@ func writeOffer(s *net.TCPConn, deadline time.Time, path string, token []byte) e
 }
 
 // readOffer reads what writeOffer sends.
-func readOffer(s *net.TCPConn, deadline time.Time) (string, []byte, error) {
+func readOffer(s *sock, deadline time.Time) (string, []byte, error) {
 	s.SetReadDeadline(deadline)
 	var n [2]byte
 	if _, err := io.ReadFull(s, n[:]); err != nil {
@@ -48,14 +47,14 @@ func readOffer(s *net.TCPConn, deadline time.Time) (string, []byte, error) {
 }
 
 // writeByte sends one byte before deadline.
-func writeByte(s *net.TCPConn, deadline time.Time, v byte) error {
+func writeByte(s *sock, deadline time.Time, v byte) error {
 	s.SetWriteDeadline(deadline)
 	_, err := s.Write([]byte{v})
 	return err
 }
 
 // readByte reads one byte before deadline.
-func readByte(s *net.TCPConn, deadline time.Time) (byte, error) {
+func readByte(s *sock, deadline time.Time) (byte, error) {
 	s.SetReadDeadline(deadline)
 	var b [1]byte
 	_, err := io.ReadFull(s, b[:])

@@ -42,7 +42,7 @@ func TestSameHostCongestion(t *testing.T) {
 				continue
 			}
 			c := tr.Conn(peer).(*conn)
-			for _, nc := range []*net.TCPConn{c.out, c.in} {
+			for _, nc := range []*net.TCPConn{c.out.tcp, c.in.tcp} {
 				if got := congestionOf(t, nc); got != sameHostCongestion {
 					t.Errorf("rank %d, peer %d: congestion control %q, want %q", r, peer, got, sameHostCongestion)
 				}

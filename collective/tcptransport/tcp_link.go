@@ -37,27 +37,35 @@ type tcpLink struct {
 	// Recv side, touched only by the recv in progress.
 	rhdr [headerSize]byte
 	r    *inbound // lane peer>rank: read, never written
+
+	sec *secureLanes // with TLS: the sessions the frames go through instead; nil on a plain link
 }
 
-// newTCPLink carries c's frames over its sockets. readBuf > 0 puts a read
-// buffer of that size in front of the receiving socket (see recvBuffer);
-// spin > 0 lets small receives poll that long (see inbound).
+// newTCPLink carries c's frames over its sockets, or over the TLS sessions
+// on them (see secureLanes). readBuf > 0 puts a read buffer of that size
+// in front of the receiving socket (see recvBuffer); spin > 0 lets small
+// receives poll that long (see inbound).
 func newTCPLink(c *conn, readBuf int, spin time.Duration) *tcpLink {
-	return &tcpLink{c: c, out: c.out, r: newInbound(c.in, readBuf, spin)}
+	if c.out.tls != nil {
+		return &tcpLink{c: c, sec: newSecureLanes(c.out, c.in, spin)}
+	}
+	return &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin)}
 }
 
 // send writes one frame, header and payload in a single writev, without
-// copying p.
+// copying p (with TLS, see secureLanes.write).
 func (l *tcpLink) send(tag collective.Tag, p []byte) error {
 	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
 	l.wvec[0], l.wvec[1] = l.whdr[:], p
-	l.wbuf = l.wvec[:]
-	_, err := l.wbuf.WriteTo(l.out)
-	l.wvec[1] = nil // do not keep the caller's buffer reachable
-	if err != nil {
-		return l.c.ioFail(opSend, err)
+	var err error
+	if l.sec != nil {
+		err = l.sec.write(l.wvec[:])
+	} else {
+		l.wbuf = l.wvec[:]
+		_, err = l.wbuf.WriteTo(l.out)
 	}
-	return nil
+	l.wvec[1] = nil // do not keep the caller's buffer reachable
+	return l.sendResult(err)
 }
 
 // sendVec writes one frame of the parts in a single writev, without
@@ -65,27 +73,46 @@ func (l *tcpLink) send(tag collective.Tag, p []byte) error {
 func (l *tcpLink) sendVec(tag collective.Tag, parts [][]byte) error {
 	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(partsLen(parts))})
 	l.wvs = append(append(l.wvs[:0], l.whdr[:]), parts...)
-	l.wbuf = l.wvs
-	_, err := l.wbuf.WriteTo(l.out)
+	var err error
+	if l.sec != nil {
+		err = l.sec.write(l.wvs)
+	} else {
+		l.wbuf = l.wvs
+		_, err = l.wbuf.WriteTo(l.out)
+	}
 	clear(l.wvs) // do not keep the caller's buffers reachable
+	return l.sendResult(err)
+}
+
+// sendResult fails the link on a send's error.
+func (l *tcpLink) sendResult(err error) error {
 	if err != nil {
 		return l.c.ioFail(opSend, err)
 	}
 	return nil
 }
 
+// readFull fills p from the receiving lane: from the socket through the
+// inbound buffer (poll as inbound.readFull), or from the TLS session.
+func (l *tcpLink) readFull(p []byte, poll bool) error {
+	if l.sec != nil {
+		return l.sec.readFull(p, poll)
+	}
+	return l.r.readFull(p, poll)
+}
+
 // recvVec is recv into parts in order.
 func (l *tcpLink) recvVec(tag collective.Tag, parts [][]byte) error {
 	n := partsLen(parts)
 	poll := n <= pollMax
-	if err := l.r.readFull(l.rhdr[:], poll); err != nil {
+	if err := l.readFull(l.rhdr[:], poll); err != nil {
 		return l.c.ioFail(opRecv, err)
 	}
 	if err := l.c.checkHeader(l.rhdr[:], tag, n); err != nil {
 		return err
 	}
 	for _, p := range parts {
-		if err := l.r.readFull(p, poll); err != nil {
+		if err := l.readFull(p, poll); err != nil {
 			return l.c.ioFail(opRecv, err)
 		}
 	}
@@ -97,13 +124,13 @@ func (l *tcpLink) recvVec(tag collective.Tag, parts [][]byte) error {
 // pollMax and inbound).
 func (l *tcpLink) recv(tag collective.Tag, p []byte) error {
 	poll := len(p) <= pollMax
-	if err := l.r.readFull(l.rhdr[:], poll); err != nil {
+	if err := l.readFull(l.rhdr[:], poll); err != nil {
 		return l.c.ioFail(opRecv, err)
 	}
 	if err := l.c.checkHeader(l.rhdr[:], tag, len(p)); err != nil {
 		return err
 	}
-	if err := l.r.readFull(p, poll); err != nil {
+	if err := l.readFull(p, poll); err != nil {
 		return l.c.ioFail(opRecv, err)
 	}
 	return nil

@@ -18,7 +18,9 @@
 #                          limit, LAT_SIZE only, reported in microseconds
 #   LAT_SIZE=4K            size of the latency layouts
 #   PEERS="flat hier auto gloo ompi"   gorovod with --hierarchical-allreduce off / on / auto,
-#                          Gloo, Open MPI (pml ob1, btl tcp,self)
+#                          Gloo, Open MPI (pml ob1, btl tcp,self); "tls" is gorovod flat with
+#                          --tls (every TCP link inside TLS 1.3), not run unless named
+#                          (PEERS="flat tls" measures what TLS costs)
 #   BUDGET=1.5 WARM_BUDGET=0.5   seconds of timed samples / warm-up per size (soft)
 #   RUN_TIMEOUT=240        hard limit per launch (s); a launch past it is killed and reported
 #   OUT=/tmp/gorovod-lab-bench   results.md, raw.tsv, logs/
@@ -202,13 +204,14 @@ launch() {
 		hflag+=${hflag:+,}${HOST_ADDRS[h]}:$per
 	done
 	case $peer in
-	flat | hier | auto)
-		local mode=off
+	flat | hier | auto | tls)
+		local mode=off tls=--tls=false
 		[ "$peer" = hier ] && mode=on
 		[ "$peer" = auto ] && mode=auto
+		[ "$peer" = tls ] && tls=--tls
 		# shellcheck disable=SC2086 # LAB_GORUN_ARGS is a word list
 		bounded "$logf" env PATH="$LAB_BIN_DIR:$PATH" "$ROOT/bin/gorun" -np "$n" -H "$hflag" $LAB_GORUN_ARGS \
-			--hierarchical-allreduce "$mode" "$ROOT/bin/allreduce_bench" \
+			--hierarchical-allreduce "$mode" "$tls" "$ROOT/bin/allreduce_bench" \
 			-sizes "$sizes" -csv -budget "$BUDGET" -warm-budget "$WARM_BUDGET" -label "gorovod-$peer"
 		;;
 	gloo)
@@ -223,7 +226,7 @@ launch() {
 			--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$LAB_SUBNET" --mca rtc ^hwloc \
 			"$MPI_BENCH" -l ompi-tcp -s "$sizes" -b "$BUDGET" -w "$WARM_BUDGET"
 		;;
-	*) die "unknown peer $peer (want flat, hier, auto, gloo, ompi)" ;;
+	*) die "unknown peer $peer (want flat, tls, hier, auto, gloo, ompi)" ;;
 	esac
 }
 
@@ -281,11 +284,12 @@ summary() {
 		vals[key] = vals[key] " " v; good[key]++; sizes[$1] = sizes[$1] " " $6 }
 	END {
 		np = split(peers, P, " ")
-		split("flat hier auto gloo ompi", order, " ")
-		names["flat"] = "gorovod (flat)"; names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"
+		no = split("flat tls hier auto gloo ompi", order, " ")
+		names["flat"] = "gorovod (flat)"; names["tls"] = "gorovod (flat, --tls)"
+		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"
 		names["gloo"] = "Gloo"; names["ompi"] = "Open MPI TCP"
 		hdr = "| layout |"; sep = "|---|"
-		for (i = 1; i <= 5; i++) { hdr = hdr " " names[order[i]] " |"; sep = sep "---:|" }
+		for (i = 1; i <= no; i++) { hdr = hdr " " names[order[i]] " |"; sep = sep "---:|" }
 		print hdr " flat-ring limit |"; print sep "---:|"
 		nl = split(layouts, L, " ")
 		for (i = 1; i <= nl; i++) {
@@ -298,7 +302,7 @@ summary() {
 				desc = h " hosts × " r " rank" (r > 1 ? "s" : "") (S[k] != "" ? ", " human(S[k]) : "")
 				desc = lat ? "latency (µs): " desc ", no limit" : desc ", " rate
 				row = "| " desc " |"
-				for (j = 1; j <= 5; j++) {
+				for (j = 1; j <= no; j++) {
 					p = order[j]; key = lay SUBSEP p SUBSEP S[k]
 					if (index(" " peers " ", " " p " ") == 0) cell = "—"
 					else if (good[key] == 0) cell = "failed"

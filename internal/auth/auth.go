@@ -27,6 +27,16 @@ const nonceSize = 32
 
 var magic = [4]byte{'G', 'R', 'V', '1'}
 
+// tlsMagic opens the preamble a TLS side's server sends instead of the
+// plain challenge (see Guard); a plain side that reads it, or a TLS side
+// that reads magic, reports ErrMismatch.
+var tlsMagic = [4]byte{'G', 'R', 'V', 'T'}
+
+// ErrMismatch is wrapped by the handshake's error when one side was started
+// with TLS (gorun --tls, GOROVOD_TLS=1) and the other without. It wraps
+// ErrAuth too.
+var ErrMismatch = fmt.Errorf("%w: TLS mismatch", ErrAuth)
+
 // Conn is what the handshake needs: a stream with a deadline (net.Conn is one).
 type Conn interface {
 	io.ReadWriter
@@ -52,6 +62,9 @@ func Server(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 	var head [4 + nonceSize]byte
 	if _, err := io.ReadFull(c, head[:]); err != nil {
 		return nil, fmt.Errorf("%w: read response: %w", ErrAuth, err)
+	}
+	if [4]byte(head[:4]) == tlsMagic {
+		return nil, fmt.Errorf("%w: the peer uses TLS (--tls, GOROVOD_TLS=1) but this side was started without it: every rank and the launcher must agree", ErrMismatch)
 	}
 	if [4]byte(head[:4]) != magic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])
@@ -88,6 +101,12 @@ func Client(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 	var head [4 + nonceSize]byte
 	if _, err := io.ReadFull(c, head[:]); err != nil {
 		return nil, fmt.Errorf("%w: read challenge: %w", ErrAuth, err)
+	}
+	if [4]byte(head[:4]) == tlsMagic {
+		// Answer in kind, so that the TLS side names the mismatch too
+		// rather than reporting a connection closed mid-handshake.
+		_, _ = c.Write(preamble(magic))
+		return nil, fmt.Errorf("%w: the peer uses TLS (--tls, GOROVOD_TLS=1) but this side was started without it: every rank and the launcher must agree", ErrMismatch)
 	}
 	if [4]byte(head[:4]) != magic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])

@@ -11,6 +11,9 @@
 //	server → client: len(2) | helloS | MAC(k, "s2c", nonceC, nonceS, helloS, helloC)
 //
 // MAC is HMAC-SHA256 over length-prefixed fields. Fresh random nonces on both
-// sides make a recorded exchange useless for replay. The handshake
-// authenticates; it does not encrypt the traffic that follows.
+// sides make a recorded exchange useless for replay. By itself the
+// handshake authenticates; it does not encrypt the traffic that follows.
+// Guard runs it either in clear or, for jobs started with TLS, inside a
+// TLS 1.3 session keyed from the secret, which then carries everything
+// after it (see Guard for the design).
 package auth

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,12 +19,12 @@ const DefaultCallTimeout = time.Second
 // Client is a rank's connection to the rendezvous server. Its methods are
 // safe for concurrent use. Close releases it.
 type Client struct {
-	addr   string
-	secret []byte
-	opts   options
-	log    *slog.Logger
-	rpc    *gorpc.Client
-	dc     *gorpc.DispatcherClient
+	addr  string
+	guard *auth.Guard // the handshake, plain or TLS (WithTLS)
+	opts  options
+	log   *slog.Logger
+	rpc   *gorpc.Client
+	dc    *gorpc.DispatcherClient
 
 	life   context.Context // ends when Close starts
 	cancel context.CancelFunc
@@ -45,6 +46,7 @@ type options struct {
 	handshakeTimeout time.Duration
 	callTimeout      time.Duration
 	maxAuthFailures  int
+	tls              bool
 }
 
 // WithLogger sends the client's logs to l (default: discarded).
@@ -59,6 +61,12 @@ func WithHandshakeTimeout(d time.Duration) Option {
 // WithCallTimeout bounds one attempt of a short call (default
 // DefaultCallTimeout); blocking calls add it to their server-side wait.
 func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+
+// WithTLS runs every connection to the server inside TLS 1.3 keyed from
+// the job secret (see auth.Guard), when on is true; the server must have
+// ServerConfig.TLS set the same way, or the handshake fails with an error
+// naming the mismatch.
+func WithTLS(on bool) Option { return func(o *options) { o.tls = on } }
 
 // WithMaxAuthFailures sets after how many consecutive failed handshakes
 // Dial gives up (default 3). A handshake counts once the server has sent a
@@ -104,7 +112,11 @@ func Dial(ctx context.Context, addr string, secret []byte, opts ...Option) (*Cli
 	if len(secret) != auth.SecretSize {
 		return nil, fmt.Errorf("%w: secret is %d bytes, want %d", ErrConfig, len(secret), auth.SecretSize)
 	}
-	c := newClient(addr, secret, o)
+	guard, err := auth.NewGuard(secret, o.tls)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c := newClient(addr, guard, o)
 	go c.own()
 	if err := c.awaitLink(ctx); err != nil {
 		c.Close()
@@ -113,14 +125,14 @@ func Dial(ctx context.Context, addr string, secret []byte, opts ...Option) (*Cli
 	return c, nil
 }
 
-func newClient(addr string, secret []byte, o options) *Client {
+func newClient(addr string, guard *auth.Guard, o options) *Client {
 	c := &Client{
-		addr:   addr,
-		secret: append([]byte(nil), secret...),
-		opts:   o,
-		log:    o.logger,
-		done:   make(chan struct{}),
-		link:   newLink(),
+		addr:  addr,
+		guard: guard,
+		opts:  o,
+		log:   o.logger,
+		done:  make(chan struct{}),
+		link:  newLink(),
 	}
 	c.life, c.cancel = context.WithCancel(context.Background())
 	c.rpc = &gorpc.Client{
@@ -157,6 +169,8 @@ func (c *Client) awaitLink(ctx context.Context) error {
 		switch {
 		case ready:
 			return nil
+		case authFails >= c.opts.maxAuthFailures && errors.Is(lastErr, auth.ErrMismatch):
+			return fmt.Errorf("%w: %s: %w", ErrAuth, c.addr, lastErr)
 		case authFails >= c.opts.maxAuthFailures:
 			return fmt.Errorf("%w: %s rejected %d handshakes (wrong job secret?): %w",
 				ErrAuth, c.addr, authFails, lastErr)

@@ -38,6 +38,10 @@ type ServerConfig struct {
 	// new address fails with ErrStopped, and the client retries until the
 	// next server listens at the same address.
 	SingleRound bool
+	// TLS runs every connection inside TLS 1.3 keyed from Secret (see
+	// auth.Guard); clients must dial WithTLS(true). A client of the other
+	// kind fails its handshake with an error naming the mismatch.
+	TLS bool
 }
 
 // validate checks every invariant and reports the first violated one.
@@ -72,8 +76,8 @@ func (c ServerConfig) withDefaults() ServerConfig {
 
 // String describes the config without the secret.
 func (c ServerConfig) String() string {
-	return fmt.Sprintf("rendezvous.ServerConfig{Addr:%q Size:%d Hosts:%q Secret:[redacted] HandshakeTimeout:%s SingleRound:%t}",
-		c.Addr, c.Size, c.Hosts, c.HandshakeTimeout, c.SingleRound)
+	return fmt.Sprintf("rendezvous.ServerConfig{Addr:%q Size:%d Hosts:%q Secret:[redacted] HandshakeTimeout:%s SingleRound:%t TLS:%t}",
+		c.Addr, c.Size, c.Hosts, c.HandshakeTimeout, c.SingleRound, c.TLS)
 }
 
 // GoString is String, so %#v does not print the secret either.
@@ -87,5 +91,6 @@ func (c ServerConfig) LogValue() slog.Value {
 		slog.Any("hosts", c.Hosts),
 		slog.Duration("handshake_timeout", c.HandshakeTimeout),
 		slog.Bool("single_round", c.SingleRound),
+		slog.Bool("tls", c.TLS),
 	)
 }

@@ -10,11 +10,13 @@ import (
 )
 
 // onConnect is the server's gorpc OnConnect hook: the mutual HMAC
-// handshake, under HandshakeTimeout, before gorpc reads any byte. A peer
-// that fails it is logged (remote address only) and dropped. At most
-// maxHandshakes connections are inside the handshake at once: one more is
-// closed at once (logged at Warn once until one is admitted again). Stop
-// closes connections still inside the handshake, so it never waits for the
+// handshake (inside TLS with ServerConfig.TLS, after which gorpc speaks
+// through the session), under HandshakeTimeout, before gorpc reads any
+// byte. A peer that fails it is logged (remote address only) and dropped.
+// At most maxHandshakes connections are inside the handshake at once: one
+// more is closed at once (logged at Warn once until one is admitted
+// again). Stop closes connections still inside the handshake, so it never
+// waits for the
 // deadline.
 func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteCloser, error) {
 	conn, ok := rwc.(net.Conn)
@@ -34,7 +36,7 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 	s.refusing.Store(false)
 	defer s.handshakes.remove(conn)
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
-	hello, err := auth.Server(conn, s.cfg.Secret, []byte(helloServer), deadline)
+	stream, hello, err := s.guard.Server(conn, []byte(helloServer), deadline)
 	if err == nil && string(hello) != helloClient {
 		err = fmt.Errorf("%w: peer speaks %q, not the rendezvous protocol", auth.ErrAuth, hello)
 	}
@@ -44,20 +46,20 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrAuth, remote, err)
 	}
-	return conn, nil
+	return stream, nil
 }
 
 // onConnect is the client's gorpc OnConnect hook: the dialing side of the
 // handshake. Its outcome feeds the link state (Dial waits on it, errors
 // quote it, the back-off counts failures).
 func (c *Client) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteCloser, error) {
-	conn, ok := rwc.(auth.Conn)
+	conn, ok := rwc.(net.Conn)
 	if !ok {
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
 	deadline := time.Now().Add(c.opts.handshakeTimeout)
 	heard := &heardConn{Conn: conn}
-	hello, err := auth.Client(heard, c.secret, []byte(helloClient), deadline)
+	stream, hello, err := c.guard.Client(heard, []byte(helloClient), deadline)
 	if err == nil && string(hello) != helloServer {
 		err = fmt.Errorf("%w: server speaks %q, not the rendezvous protocol", auth.ErrAuth, hello)
 	}
@@ -73,13 +75,16 @@ func (c *Client) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteCloser
 		return nil, err
 	}
 	c.link.connected()
-	c.log.Debug("rendezvous: connected", "server", c.addr)
-	return rwc, nil
+	c.log.Debug("rendezvous: connected", "server", c.addr, "tls", c.guard.TLS())
+	if stream == net.Conn(heard) {
+		return conn, nil // in clear: gorpc reads the socket itself
+	}
+	return stream, nil
 }
 
-// heardConn is an auth.Conn that notes whether the other end sent a byte.
+// heardConn is a connection that notes whether the other end sent a byte.
 type heardConn struct {
-	auth.Conn
+	net.Conn
 	heard bool
 }
 

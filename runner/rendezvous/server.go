@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
 )
 
@@ -16,6 +17,7 @@ import (
 // Start, calls gorpc's Start and Stop, as gorpc requires.
 type Server struct {
 	cfg   ServerConfig
+	guard *auth.Guard // the handshake, plain or TLS
 	log   *slog.Logger
 	board *board
 	rpc   *gorpc.Server
@@ -42,8 +44,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	guard, err := auth.NewGuard(cfg.Secret, cfg.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	s := &Server{
 		cfg:      cfg,
+		guard:    guard,
 		log:      cfg.Logger,
 		board:    newBoard(cfg.Size, cfg.Hosts, cfg.SingleRound),
 		stopping: make(chan struct{}),
