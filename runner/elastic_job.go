@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,9 +13,6 @@ import (
 // blacklistCooldown is how long a host where a rank failed gets no new
 // ranks.
 var blacklistCooldown = 30 * time.Second
-
-// discoveryInterval is how often the discovery script runs.
-var discoveryInterval = time.Second
 
 // elasticJob is the controller of an elastic job (Config.Elastic): it
 // drives the job it wraps, forming it anew whenever its workers change
@@ -39,25 +35,10 @@ type elasticJob struct {
 
 	disco      *discoverer // runs the discovery script, or nil
 	discoFails discoveryFailures
-	nextCheck  time.Time    // when to look at the members' heartbeats next
-	beats      map[int]beat // by launch index: the last heartbeat seen
+	alive      *heartbeats // the members' heartbeats
 	env        WorkerEnv
 	spawnerFor func(string) Spawner
 	forward    []string
-}
-
-// beat is the last change seen of a worker's heartbeat counter (at is its
-// start time until the first).
-type beat struct {
-	value string
-	at    time.Time
-	seen  bool
-}
-
-// discovery is one run of the discovery script.
-type discovery struct {
-	hosts []Host
-	err   error
 }
 
 // elasticID is the name of the worker started as launch index rank on
@@ -72,11 +53,11 @@ func startElastic(ctx context.Context, j *job, hosts []Host, env WorkerEnv, spaw
 	now := time.Now()
 	e := &elasticJob{job: j, removing: map[int]time.Time{}, banned: map[string]time.Time{}, hosts: hosts,
 		env: env, spawnerFor: spawnerFor, forward: forwardedEnv(j.cfg.ForwardEnv),
-		nextCheck: now.Add(HeartbeatInterval), beats: map[int]beat{}}
+		alive: newHeartbeats(j.srv.Value, j.cfg.StartTimeout, now)}
 	for _, r := range j.ranks {
 		if r != nil {
 			e.members = append(e.members, r.slot.Rank)
-			e.beats[r.slot.Rank] = beat{at: now}
+			e.alive.started(r.slot.Rank, now)
 		}
 	}
 	if j.cfg.DiscoveryScript != "" {
@@ -88,10 +69,10 @@ func startElastic(ctx context.Context, j *job, hosts []Host, env WorkerEnv, spaw
 // due is the next look at the heartbeats, or the end of the wait for
 // MinNP ranks if that comes first.
 func (e *elasticJob) due() time.Time {
-	if d := e.deadline(); !d.IsZero() && d.Before(e.nextCheck) {
+	if d := e.deadline(); !d.IsZero() && d.Before(e.alive.next) {
 		return d
 	}
-	return e.nextCheck
+	return e.alive.next
 }
 
 // deadline is the end of the wait for MinNP ranks, or zero when the job
@@ -109,10 +90,9 @@ func (e *elasticJob) tick(now time.Time) error {
 	if d := e.deadline(); !d.IsZero() && !now.Before(d) {
 		return e.waitedTooLong(now)
 	}
-	if now.Before(e.nextCheck) {
+	if now.Before(e.alive.next) {
 		return nil
 	}
-	e.nextCheck = now.Add(HeartbeatInterval)
 	return e.checkAlive(now)
 }
 
@@ -141,51 +121,6 @@ func (e *elasticJob) close() {
 		e.disco.stop()
 	}
 }
-
-// discoverer runs the discovery script every discoveryInterval in a
-// goroutine of its own ("elastic-discovery") until stopped, and hands each
-// run over in turn: ready receives, then take returns it. The next run
-// begins once it has been taken.
-type discoverer struct {
-	ready   chan struct{}
-	results chan discovery // holds the run announced on ready
-	stop    func()         // ends the loop, its script's run killed, and waits for it
-}
-
-func startDiscoverer(ctx context.Context, script string, slotsPerHost int) *discoverer {
-	d := &discoverer{ready: make(chan struct{}), results: make(chan discovery, 1)}
-	ctx, cancel := context.WithCancel(ctx)
-	ended := make(chan struct{})
-	d.stop = func() { cancel(); <-ended }
-	go func() {
-		defer close(ended)
-		d.loop(ctx, script, slotsPerHost)
-	}()
-	return d
-}
-
-// loop runs the script every discoveryInterval until ctx ends.
-func (d *discoverer) loop(ctx context.Context, script string, slotsPerHost int) {
-	t := time.NewTicker(discoveryInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		hosts, err := DiscoverHosts(ctx, script, slotsPerHost)
-		d.results <- discovery{hosts, err} // empty: the last one was taken
-		select {
-		case d.ready <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// take returns the run that ready announced.
-func (d *discoverer) take() discovery { return <-d.results }
 
 // publish makes the current members the next generation.
 func (e *elasticJob) publish() error {
@@ -268,58 +203,25 @@ func (e *elasticJob) failed(ranks []int, err error) error {
 }
 
 // checkAlive kills the workers gorun stopped that outlived the grace
-// period, and counts as failed the members whose heartbeat counter has
-// stood still for runner.HeartbeatLimit (their host is cut off, or they
-// hang), or that have sent none within the start timeout and that limit:
-// they are killed (as far as a cut-off host allows) and the job goes on
-// without them.
+// period, and counts as failed the members that went silent (see
+// heartbeats): they are killed (as far as a cut-off host allows) and the
+// job goes on without them.
 func (e *elasticJob) checkAlive(now time.Time) error {
 	for r, since := range e.removing { // stopped with SIGTERM and still there after the grace period
 		if now.Sub(since) >= e.cfg.GracePeriod {
 			_ = e.ranks[r].proc.Kill()
 		}
 	}
-	var silent []int
-	var errs []error
-	for _, r := range e.members {
-		b := e.beats[r]
-		id := elasticID(e.ranks[r].slot.Host, r)
-		if v, ok := e.srv.Value(AliveKey(id)); ok && (!b.seen || string(v) != b.value) {
-			e.beats[r] = beat{value: string(v), at: now, seen: true}
-			continue
-		}
-		limit := HeartbeatLimit
-		if !b.seen {
-			limit += e.cfg.StartTimeout
-		}
-		if now.Sub(b.at) >= limit {
-			silent = append(silent, r)
-			hint := ""
-			if !b.seen {
-				hint = " since it started (does the program train through hvd.RunElastic?)"
-			}
-			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v%s", r, e.ranks[r].slot.Host, now.Sub(b.at).Round(time.Second), hint))
-		}
-	}
+	silent, why := e.alive.look(e.members, func(r int) string { return e.ranks[r].slot.Host }, now)
 	if len(silent) == 0 {
 		return nil
-	}
-	// A host cut off silences all its ranks; those whose last beat came a
-	// little later go with the first, rather than a generation later.
-	for _, r := range e.members {
-		h, b := e.ranks[r].slot.Host, e.beats[r]
-		if !slices.Contains(silent, r) && b.seen && now.Sub(b.at) >= 2*HeartbeatInterval &&
-			slices.ContainsFunc(silent, func(x int) bool { return e.ranks[x].slot.Host == h }) {
-			silent = append(silent, r)
-			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v either", r, h, now.Sub(b.at).Round(100*time.Millisecond)))
-		}
 	}
 	for _, r := range silent {
 		e.drop(r)
 		e.removing[r] = now
 		_ = e.ranks[r].proc.Kill()
 	}
-	return e.failed(silent, errors.Join(errs...))
+	return e.failed(silent, why)
 }
 
 // rediscover takes in a run of the discovery script.
@@ -475,6 +377,6 @@ func (e *elasticJob) spawnElastic(host string) error {
 		return err
 	}
 	e.members = append(e.members, rank)
-	e.beats[rank] = beat{at: time.Now()}
+	e.alive.started(rank, time.Now())
 	return nil
 }

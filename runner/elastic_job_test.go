@@ -368,9 +368,11 @@ func testElasticJob(t0 time.Time) (*elasticJob, *fakeServer) {
 	cfg.StartTimeout = 10 * time.Second
 	j := newJob(cfg, slog.New(slog.DiscardHandler), srv, nil, make([]Slot, 2))
 	j.ranks, j.running = fakeRanks(2), 2
-	return &elasticJob{job: j, members: []int{0, 1}, removing: map[int]time.Time{}, banned: map[string]time.Time{},
-		hosts: []Host{{Name: "a", Slots: 2}}, beats: map[int]beat{0: {at: t0}, 1: {at: t0}},
-		nextCheck: t0.Add(HeartbeatInterval)}, srv
+	e := &elasticJob{job: j, members: []int{0, 1}, removing: map[int]time.Time{}, banned: map[string]time.Time{},
+		hosts: []Host{{Name: "a", Slots: 2}}, alive: newHeartbeats(srv.Value, cfg.StartTimeout, t0)}
+	e.alive.started(0, t0)
+	e.alive.started(1, t0)
+	return e, srv
 }
 
 // TestElasticHeartbeats: the controller looks at the heartbeats every
@@ -383,13 +385,13 @@ func TestElasticHeartbeats(t *testing.T) {
 	if !e.due().Equal(t0.Add(HeartbeatInterval)) || e.holds() {
 		t.Fatalf("due %v, holds %v; want the first look at the heartbeats, not holding", e.due(), e.holds())
 	}
-	if err := e.tick(t0.Add(HeartbeatInterval / 2)); err != nil || !e.nextCheck.Equal(t0.Add(HeartbeatInterval)) {
-		t.Fatalf("an early tick: %v, next look %v", err, e.nextCheck)
+	if err := e.tick(t0.Add(HeartbeatInterval / 2)); err != nil || !e.alive.next.Equal(t0.Add(HeartbeatInterval)) {
+		t.Fatalf("an early tick: %v, next look %v", err, e.alive.next)
 	}
 	beat := func(rank int, n string) { srv.values[AliveKey(elasticID("a", rank))] = []byte(n) }
 	beat(1, "1")
-	if err := e.tick(e.due()); err != nil || !e.beats[1].seen {
-		t.Fatalf("first look: %v, rank 1's beat seen %v", err, e.beats[1].seen)
+	if err := e.tick(e.due()); err != nil || !e.alive.beats[1].seen {
+		t.Fatalf("first look: %v, rank 1's beat seen %v", err, e.alive.beats[1].seen)
 	}
 	if want := t0.Add(2 * HeartbeatInterval); !e.due().Equal(want) {
 		t.Errorf("due %v after a look, want %v", e.due(), want)
@@ -423,7 +425,7 @@ func TestElasticHeartbeats(t *testing.T) {
 func TestElasticWaitForHosts(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	e, _ := testElasticJob(t0)
-	e.short, e.nextCheck = t0, t0.Add(2*time.Minute)
+	e.short, e.alive.next = t0, t0.Add(2*time.Minute)
 	deadline := t0.Add(e.cfg.ElasticTimeout)
 	if !e.holds() || !e.due().Equal(deadline) {
 		t.Fatalf("holds %v, due %v; want holding, due at %v", e.holds(), e.due(), deadline)
@@ -436,7 +438,38 @@ func TestElasticWaitForHosts(t *testing.T) {
 		t.Errorf("at the timeout: %v, want ErrElasticTimeout", err)
 	}
 	e.short = time.Time{}
-	if e.holds() || !e.due().Equal(e.nextCheck) {
+	if e.holds() || !e.due().Equal(e.alive.next) {
 		t.Errorf("with enough ranks: holds %v, due %v; want not holding, due at the next look", e.holds(), e.due())
 	}
+}
+
+// TestDiscoverer: the discoverer runs the script, announces each run on
+// ready and hands it over with take, a failing run as its error; stop
+// ends it while it waits for the job to take a run.
+func TestDiscoverer(t *testing.T) {
+	dir := t.TempDir()
+	hosts := filepath.Join(dir, "hosts")
+	setHosts(t, hosts, "a:2\nb\n")
+	d := startDiscoverer(context.Background(), writeScript(t, dir, "discover", "cat "+hosts+"\n"), 3)
+	next := func() discovery {
+		t.Helper()
+		select {
+		case <-d.ready:
+			return d.take()
+		case <-time.After(30 * time.Second):
+			t.Fatal("no run of the discovery script within 30s")
+			return discovery{}
+		}
+	}
+	if got := next(); got.err != nil || FormatHosts(got.hosts) != "a:2,b:3" {
+		t.Errorf("first run: %v, %v; want a:2,b:3", got.hosts, got.err)
+	}
+	if err := os.Remove(hosts); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); !errors.Is(got.err, ErrDiscovery) {
+		t.Errorf("a failing run: %v, %v; want ErrDiscovery", got.hosts, got.err)
+	}
+	time.Sleep(2 * discoveryInterval) // not an assertion: a run most likely waits to be taken
+	d.stop()
 }
