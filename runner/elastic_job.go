@@ -38,12 +38,7 @@ type elasticJob struct {
 	alive      *heartbeats // the members' heartbeats
 	env        WorkerEnv
 	spawnerFor func(string) Spawner
-	forward    []string
 }
-
-// elasticID is the name of the worker started as launch index rank on
-// host: unique for the job's life.
-func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host, rank) }
 
 // startElastic makes j elastic: it publishes the first generation (every
 // started rank, in launch order) and starts the discovery loop when there
@@ -52,7 +47,7 @@ func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host,
 func startElastic(ctx context.Context, j *job, hosts []Host, env WorkerEnv, spawnerFor func(string) Spawner) (*elasticJob, error) {
 	now := time.Now()
 	e := &elasticJob{job: j, removing: map[int]time.Time{}, banned: map[string]time.Time{}, hosts: hosts,
-		env: env, spawnerFor: spawnerFor, forward: forwardedEnv(j.cfg.ForwardEnv),
+		env: env, spawnerFor: spawnerFor,
 		alive: newHeartbeats(j.srv.Value, j.cfg.StartTimeout, now)}
 	for _, r := range j.ranks {
 		if r != nil {
@@ -138,15 +133,15 @@ func (e *elasticJob) publish() error {
 	for r, launched := range e.members { // their output shows the rank they have from now on
 		e.ranks[launched].out.setRank(r)
 	}
-	e.log.Info("gorun: elastic job formed", "generation", g.N, "size", len(g.Members), "hosts", hostCounts(e.job, e.members))
+	e.log.Info("gorun: elastic job formed", "generation", g.N, "size", len(g.Members), "hosts", e.hostCounts(e.members))
 	return nil
 }
 
 // hostCounts says how many of ranks run on each host: "a:2,b:1".
-func hostCounts(j *job, ranks []int) string {
+func (e *elasticJob) hostCounts(ranks []int) string {
 	n := map[string]int{}
 	for _, r := range ranks {
-		n[j.ranks[r].slot.Host]++
+		n[e.ranks[r].slot.Host]++
 	}
 	var parts []string
 	for _, h := range slices.Sorted(maps.Keys(n)) {
@@ -196,7 +191,7 @@ func (e *elasticJob) failed(ranks []int, err error) error {
 	if len(e.members) < e.cfg.MinNP && (e.cfg.DiscoveryScript == "" || e.finished) {
 		return fmt.Errorf("%w; %d %s left, fewer than --min-np %d", err, len(e.members), plural(len(e.members), "rank"), e.cfg.MinNP)
 	}
-	e.log.Warn("gorun: ranks of the elastic job failed; the others go on without them", "ranks", ranks, "hosts", hostCounts(e.job, ranks),
+	e.log.Warn("gorun: ranks of the elastic job failed; the others go on without them", "ranks", ranks, "hosts", e.hostCounts(ranks),
 		"err", err, "left", len(e.members), "hosts_blacklisted_for", blacklistCooldown)
 	e.resets++
 	return e.rescale(err, true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,6 +35,7 @@ type job struct {
 	srv     jobServer
 	out     *output
 	slots   []Slot
+	forward []string    // the -x variables, as NAME=value (forwardedEnv)
 	ranks   []*rankProc // by rank (an elastic job's: by launch index); nil until started
 	exits   chan rankExit
 	running int // ranks started and not yet exited
@@ -58,7 +60,7 @@ type rankExit struct {
 
 func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Slot) *job {
 	return &job{
-		cfg: cfg, log: log, srv: srv, out: out, slots: slots,
+		cfg: cfg, log: log, srv: srv, out: out, slots: slots, forward: forwardedEnv(cfg.ForwardEnv),
 		ranks: make([]*rankProc, len(slots)),
 		exits: make(chan rankExit, len(slots)+maxAdded),
 	}
@@ -67,21 +69,20 @@ func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Sl
 // spawnAll starts every rank in order and returns the first spawn error.
 // It stops early, without error, when ctx ends (watch reports that).
 func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(string) Spawner) error {
-	forward := forwardedEnv(j.cfg.ForwardEnv)
 	for _, s := range j.slots {
 		if ctx.Err() != nil {
 			return nil
 		}
 		c := Command{
 			Argv: j.cfg.Command,
-			Env:  append(append([]string(nil), forward...), env.ForSlot(s).Environ()...),
+			Env:  append(slices.Clone(j.forward), env.ForSlot(s).Environ()...),
 			Dir:  j.cfg.Dir,
 			CPUs: CPUShare{Index: s.LocalRank, Of: s.LocalSize, Bind: j.cfg.BindTo == BindCore},
 		}
 		if j.cfg.MinNP > 0 {
 			c.Env = append(c.Env, EnvElasticID+"="+elasticID(s.Host, s.Rank))
 		}
-		if err := j.spawn(ctx, s, c, len(forward), spawnerFor(s.Host)); err != nil {
+		if err := j.spawn(ctx, s, c, len(j.forward), spawnerFor(s.Host)); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -90,6 +91,10 @@ func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(strin
 	}
 	return nil
 }
+
+// elasticID is the name of the worker started as launch index rank on
+// host (GOROVOD_ELASTIC_ID): unique for the job's life.
+func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host, rank) }
 
 // spawn starts the rank of slot s and a goroutine that waits for it. The
 // first nForward entries of c.Env are -x variables, logged by name only.
