@@ -197,72 +197,93 @@ func unresponsive(fails []failedRank, eligible func(rank int) bool) (v silentVot
 	return v, ok
 }
 
-// judge takes in the exit of a rank while the job runs, and returns the
-// cause to stop the job with now, or nil. A failure opens the blame window
-// (blame chooses when it ends), except a death by a signal that the rank
-// did not report as caused by a peer: nothing can outrank the first one.
-// A rank that exited 0 may have left before joining (leftEarly).
-func (j *job) judge(ex rankExit) error {
-	if j.failure != nil {
-		return nil
-	}
-	if j.elastic != nil {
-		return j.elasticExit(ex)
-	}
-	if ex.err == nil {
-		return j.leftEarly(ex.rank)
-	}
-	f := failedRank{rank: ex.rank, err: ex.err, because: j.report(ex.rank)}
-	j.fails = append(j.fails, f)
-	if f.standing() == 0 || j.waitedOn && f.standing() == 1 {
-		return j.blame()
-	}
-	if j.choose == nil {
-		j.choose = time.After(blameWindow)
-	}
-	return nil
+// blamer gathers the failures of a job's ranks, and says when to choose
+// the rank to name (due) and whom (verdict). A failure opens the blame
+// window, except a death by a signal that the rank did not report as
+// caused by a peer: nothing can outrank the first one, so the verdict is
+// due at once. When the window ends with only failures that blamed a peer,
+// it waits on, up to blameWait after the first failure, for one that did
+// not. It reads the ranks' reports through report and sees which are
+// running through running; times come in as arguments.
+type blamer struct {
+	report  func(rank int) string // the rank's FailedBecauseKey report, "" if none
+	running func(rank int) bool   // the rank was started and has not exited
+
+	fails    []failedRank // ranks failed so far, in order of exit
+	due      time.Time    // the end of the window (or of the wait); zero unless choosing
+	waitedOn bool         // the window ended with only failures that blamed a peer
 }
 
-// windowEnded returns the cause to stop the job with when the blame window
-// ends, or nil when every failure so far blamed a peer: then it waits on,
-// up to blameWait after the first failure, for one that did not (judge
-// stops the job when it comes).
-func (j *job) windowEnded() error {
-	j.reread()
-	if _, ok := j.unresponsive(); !ok && !j.waitedOn && j.fails[culprit(j.fails)].standing() == 2 {
-		j.waitedOn = true
-		j.choose = time.After(blameWait - blameWindow)
-		return nil
+// failed takes in the failure of rank with err at now, and reports
+// whether the verdict is due at once.
+func (b *blamer) failed(rank int, err error, now time.Time) bool {
+	f := failedRank{rank: rank, err: err, because: b.report(rank)}
+	b.fails = append(b.fails, f)
+	if f.standing() == 0 || b.waitedOn && f.standing() == 1 {
+		return true
 	}
-	return j.blame()
+	if b.due.IsZero() {
+		b.due = now.Add(blameWindow)
+	}
+	return false
 }
 
-// blame chooses, among the ranks failed so far, the one to name (see
-// culprit) and returns its error. It reads the reports again, since a rank
-// may report after Launch saw it exit; the other failures are logged.
-// When the failed ranks report that a rank did not answer them, that rank
-// is named instead (an *UnresponsiveError; see unresponsive), whether it
-// has ended or not, unless the culprit died of a signal on its own.
-func (j *job) blame() error {
-	j.reread()
-	i, v, silent := verdict(j.fails, j.eligible)
-	blamed, err := j.fails[i].rank, j.fails[i].err
+// pending reports whether a rank has failed: a verdict is to come.
+func (b *blamer) pending() bool { return len(b.fails) > 0 }
+
+// windowEnded takes in the end of the blame window at now, and reports
+// whether the verdict is due; it is not when every failure so far blamed
+// a peer and none named a rank as not answering: then it waits on, up to
+// blameWait after the first failure, for one that did not (failed says
+// when it comes), and says due at the end of that wait.
+func (b *blamer) windowEnded(now time.Time) bool {
+	b.reread()
+	if _, ok := b.unresponsive(); !ok && !b.waitedOn && b.fails[culprit(b.fails)].standing() == 2 {
+		b.waitedOn = true
+		b.due = now.Add(blameWait - blameWindow)
+		return false
+	}
+	b.due = time.Time{}
+	return true
+}
+
+// blameVerdict is whom a blamer names: the culprit among the failed ranks,
+// or, when silent, the rank that the failed ranks reported as not
+// answering (with silentExit, its own failure if it has one).
+type blameVerdict struct {
+	culprit    failedRank
+	silent     bool
+	vote       silentVote
+	silentExit error
+	others     []failedRank // the failures not named, in order of exit
+}
+
+// blamed is the rank the verdict names.
+func (v blameVerdict) blamed() int {
+	if v.silent {
+		return v.vote.rank
+	}
+	return v.culprit.rank
+}
+
+// verdict chooses, among the ranks failed so far (there must be one), the
+// one to name (see the function verdict). It reads the reports again,
+// since a rank may report after Launch saw it exit.
+func (b *blamer) verdict() blameVerdict {
+	b.reread()
+	i, vote, silent := verdict(b.fails, b.eligible)
+	v := blameVerdict{culprit: b.fails[i], silent: silent, vote: vote}
 	if silent {
-		u := &UnresponsiveError{Rank: v.rank, Host: j.ranks[v.rank].slot.Host, Limit: v.limit, ReportedBy: slices.Sorted(slices.Values(v.by))}
-		if i := slices.IndexFunc(j.fails, func(f failedRank) bool { return f.rank == v.rank }); i >= 0 {
-			u.Exit = j.fails[i].err
-		} else {
-			j.frozen = j.ranks[v.rank]
-		}
-		blamed, err = v.rank, u
-	}
-	for _, f := range j.fails {
-		if f.rank != blamed {
-			j.log.Info("gorun: rank failed too", "rank", f.rank, "err", f.err,
-				"because", f.because, "blamed", blamed)
+		if i := slices.IndexFunc(b.fails, func(f failedRank) bool { return f.rank == vote.rank }); i >= 0 {
+			v.silentExit = b.fails[i].err
 		}
 	}
-	return err
+	for _, f := range b.fails {
+		if f.rank != v.blamed() {
+			v.others = append(v.others, f)
+		}
+	}
+	return v
 }
 
 // verdict chooses whom blame names among fails (not empty): fails[i], the
@@ -281,33 +302,17 @@ func verdict(fails []failedRank, eligible func(rank int) bool) (i int, v silentV
 
 // unresponsive returns the rank that the failed ranks reported as not
 // answering, if any (see the function unresponsive).
-func (j *job) unresponsive() (silentVote, bool) { return unresponsive(j.fails, j.eligible) }
+func (b *blamer) unresponsive() (silentVote, bool) { return unresponsive(b.fails, b.eligible) }
 
-// eligible reports whether rank may be named as not answering: it was
-// started, and it is still running or has failed.
-func (j *job) eligible(rank int) bool {
-	if rank < 0 || rank >= len(j.ranks) || j.ranks[rank] == nil {
-		return false
-	}
-	return !j.ranks[rank].done || slices.ContainsFunc(j.fails, func(f failedRank) bool { return f.rank == rank })
+// eligible reports whether rank may be named as not answering: it is
+// still running, or it has failed.
+func (b *blamer) eligible(rank int) bool {
+	return b.running(rank) || slices.ContainsFunc(b.fails, func(f failedRank) bool { return f.rank == rank })
 }
 
 // reread reads the reports of the failed ranks again.
-func (j *job) reread() {
-	for i := range j.fails {
-		j.fails[i].because = j.report(j.fails[i].rank)
+func (b *blamer) reread() {
+	for i := range b.fails {
+		b.fails[i].because = b.report(b.fails[i].rank)
 	}
-}
-
-// report is what rank reported as the cause of its failure (see
-// FailedBecauseKey), or "" if it reported nothing.
-func (j *job) report(rank int) string {
-	v, ok := j.srv.Value(FailedBecauseKey(rank))
-	switch {
-	case !ok:
-		return ""
-	case len(v) == 0:
-		return "unspecified"
-	}
-	return string(v)
 }

@@ -447,3 +447,133 @@ func TestLaunchSilentReportYieldsToASignalDeath(t *testing.T) {
 		t.Errorf("Launch = %v, want no UnresponsiveError", err)
 	}
 }
+
+// newBlamer is a blamer that reads reports from reports and takes ranks
+// in running as running.
+func newBlamer(reports map[int]string, running ...int) *blamer {
+	return &blamer{
+		report:  func(rank int) string { return reports[rank] },
+		running: func(rank int) bool { return slices.Contains(running, rank) },
+	}
+}
+
+// TestBlamerWindow: a plain failure opens the blame window, which later
+// failures do not move; when it ends the verdict is due, and names the
+// earliest plain failure.
+func TestBlamerWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newBlamer(map[int]string{}, 2)
+	if b.pending() {
+		t.Fatal("pending before any failure")
+	}
+	if b.failed(1, exited(1, 3), t0) {
+		t.Error("a plain failure made the verdict due at once")
+	}
+	if want := t0.Add(blameWindow); !b.due.Equal(want) {
+		t.Errorf("due %v, want %v", b.due, want)
+	}
+	if b.failed(0, exited(0, 4), t0.Add(100*time.Millisecond)) || !b.due.Equal(t0.Add(blameWindow)) {
+		t.Errorf("a second failure: due %v, want the window unmoved (%v)", b.due, t0.Add(blameWindow))
+	}
+	if !b.windowEnded(t0.Add(blameWindow)) {
+		t.Fatal("the window ended without a verdict due")
+	}
+	v := b.verdict()
+	if v.silent || v.culprit.rank != 1 || v.blamed() != 1 || len(v.others) != 1 || v.others[0].rank != 0 {
+		t.Errorf("verdict %+v, want rank 1 with rank 0 beside it", v)
+	}
+}
+
+// TestBlamerSignalDeathAtOnce: a death by a signal that the rank did not
+// blame on a peer makes the verdict due at once, window or not.
+func TestBlamerSignalDeathAtOnce(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newBlamer(map[int]string{0: "2"})
+	if b.failed(0, killed(0, "SIGABRT"), t0) {
+		t.Error("a signal death that blamed a peer made the verdict due at once")
+	}
+	if !b.failed(2, killed(2, "SIGSEGV"), t0.Add(time.Millisecond)) {
+		t.Error("a signal death of its own did not make the verdict due at once")
+	}
+	if v := b.verdict(); v.blamed() != 2 {
+		t.Errorf("verdict names rank %d, want 2", v.blamed())
+	}
+}
+
+// TestBlamerWaitsOn: when the window ends with only failures that blamed
+// a peer, the blamer waits on up to blameWait after the first failure; a
+// plain failure then makes the verdict due at once, and names that rank.
+// Without one, the end of the wait names the earliest.
+func TestBlamerWaitsOn(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, comes := range []bool{true, false} {
+		t.Run(fmt.Sprintf("failure comes %v", comes), func(t *testing.T) {
+			b := newBlamer(map[int]string{0: "1", 2: PeerGone}, 1)
+			b.failed(0, exited(0, 1), t0)
+			b.failed(2, exited(2, 1), t0.Add(10*time.Millisecond))
+			if b.windowEnded(t0.Add(blameWindow)) {
+				t.Fatal("the window ended with a verdict due; every failure blamed a peer")
+			}
+			if want := t0.Add(blameWait); !b.due.Equal(want) {
+				t.Errorf("due %v, want %v (blameWait after the first failure)", b.due, want)
+			}
+			want := 0
+			if comes {
+				if !b.failed(1, exited(1, 7), t0.Add(time.Second)) {
+					t.Fatal("a plain failure while waiting on did not make the verdict due")
+				}
+				want = 1
+			} else if !b.windowEnded(b.due) {
+				t.Fatal("the end of the wait did not make the verdict due")
+			}
+			if v := b.verdict(); v.blamed() != want {
+				t.Errorf("verdict names rank %d, want %d", v.blamed(), want)
+			}
+		})
+	}
+}
+
+// TestBlamerRereadsReports: a rank may report after its exit was seen;
+// the verdict reads the reports again.
+func TestBlamerRereadsReports(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	reports := map[int]string{}
+	b := newBlamer(reports)
+	b.failed(0, exited(0, 1), t0)
+	b.failed(1, exited(1, 7), t0)
+	reports[0] = "1"
+	if v := b.verdict(); v.blamed() != 1 || v.others[0].because != "1" {
+		t.Errorf("verdict %+v, want rank 1, rank 0's late report read", v)
+	}
+}
+
+// TestBlamerSilent: a report that a rank did not answer ends the window
+// with a verdict naming that rank, still running (no exit of its own) or
+// failed (its failure); a rank that exited 0 cannot be named, and the
+// blamer waits on as for any failure that blamed a peer.
+func TestBlamerSilent(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	silent := SilentBecause([]int{1}, 2*time.Second)
+
+	b := newBlamer(map[int]string{0: silent}, 1, 2)
+	b.failed(0, exited(0, 1), t0)
+	if !b.windowEnded(t0.Add(blameWindow)) {
+		t.Fatal("the window ended without a verdict; a rank was named as silent")
+	}
+	if v := b.verdict(); !v.silent || v.vote.rank != 1 || v.silentExit != nil || !slices.Equal(v.vote.by, []int{0}) || v.vote.limit != 2*time.Second {
+		t.Errorf("verdict %+v, want rank 1 silent, still running, reported by rank 0 within 2s", v)
+	}
+
+	b = newBlamer(map[int]string{0: silent}, 2)
+	b.failed(0, exited(0, 1), t0)
+	b.failed(1, exited(1, 9), t0)
+	if v := b.verdict(); !v.silent || v.vote.rank != 1 || v.silentExit == nil || len(v.others) != 1 || v.others[0].rank != 0 {
+		t.Errorf("verdict %+v, want rank 1 silent with its own failure, rank 0 beside it", v)
+	}
+
+	b = newBlamer(map[int]string{0: silent}, 2) // rank 1 exited 0
+	b.failed(0, exited(0, 1), t0)
+	if b.windowEnded(t0.Add(blameWindow)) {
+		t.Error("the window ended with a verdict naming a rank that exited 0")
+	}
+}

@@ -280,10 +280,10 @@ func TestSSHSpawnerCPUShare(t *testing.T) {
 // the next of the host's slots as its processor share (bound with
 // --bind-to core), and none on a host that is not listed or is full.
 func TestElasticShareOn(t *testing.T) {
-	j := &job{cfg: Config{BindTo: BindCore}, elastic: &elasticState{
+	j := &elasticJob{job: &job{cfg: Config{BindTo: BindCore}},
 		members: []int{0, 1, 2},
 		hosts:   []Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 1}},
-	}}
+	}
 	j.ranks = []*rankProc{{slot: Slot{Host: "a"}}, {slot: Slot{Host: "b"}}, {slot: Slot{Host: "a"}}}
 	for _, c := range []struct {
 		host string

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -360,4 +361,118 @@ func TestElasticDiscoveryFailuresLogged(t *testing.T) {
 	if !regexp.MustCompile(`host discovery works again" failures=([4-9]|\d\d)`).MatchString(l) {
 		t.Errorf("the recovery does not count 4 failures or more:\n%s", l)
 	}
+}
+
+// testElasticJob is an elastic job of two members on host a, started at
+// t0, with a fake rendezvous and fake ranks: no discovery script, MinNP 2.
+func testElasticJob(t0 time.Time) (*elasticJob, *fakeServer) {
+	srv := newFakeServer(2)
+	cfg := Config{NP: 2, MinNP: 2, GracePeriod: time.Second, ElasticTimeout: time.Minute}
+	cfg.StartTimeout = 10 * time.Second
+	j := newJob(cfg, slog.New(slog.DiscardHandler), srv, nil, make([]Slot, 2))
+	j.ranks, j.running = fakeRanks(2), 2
+	e := &elasticJob{job: j, members: []int{0, 1}, removing: map[int]time.Time{}, banned: map[string]time.Time{},
+		hosts: []Host{{Name: "a", Slots: 2}}, alive: newHeartbeats(srv.Value, cfg.StartTimeout, t0)}
+	e.alive.started(0, t0)
+	e.alive.started(1, t0)
+	return e, srv
+}
+
+// TestElasticHeartbeats: the controller looks at the heartbeats every
+// HeartbeatInterval; a member that sent none within the start timeout and
+// HeartbeatLimit is killed and dropped, and with fewer than MinNP ranks
+// left and no discovery script the job stops, naming it.
+func TestElasticHeartbeats(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	e, srv := testElasticJob(t0)
+	if !e.due().Equal(t0.Add(HeartbeatInterval)) || e.holds() {
+		t.Fatalf("due %v, holds %v; want the first look at the heartbeats, not holding", e.due(), e.holds())
+	}
+	if err := e.tick(t0.Add(HeartbeatInterval / 2)); err != nil || !e.alive.next.Equal(t0.Add(HeartbeatInterval)) {
+		t.Fatalf("an early tick: %v, next look %v", err, e.alive.next)
+	}
+	beat := func(rank int, n string) { srv.values[AliveKey(elasticID("a", rank))] = []byte(n) }
+	beat(1, "1")
+	if err := e.tick(e.due()); err != nil || !e.alive.beats[1].seen {
+		t.Fatalf("first look: %v, rank 1's beat seen %v", err, e.alive.beats[1].seen)
+	}
+	if want := t0.Add(2 * HeartbeatInterval); !e.due().Equal(want) {
+		t.Errorf("due %v after a look, want %v", e.due(), want)
+	}
+	silentAt := t0.Add(HeartbeatLimit + e.cfg.StartTimeout)
+	beat(1, "2")
+	if err := e.tick(silentAt.Add(-time.Millisecond)); err != nil {
+		t.Fatalf("rank 0 counted silent before its limit: %v", err)
+	}
+	beat(1, "3")
+	if err := e.tick(silentAt); err != nil {
+		t.Fatalf("a tick before the next look looked: %v", err)
+	}
+	err := e.tick(e.due())
+	if err == nil || !strings.Contains(err.Error(), "rank 0 on a sent no sign of life for 15s since it started") ||
+		!strings.Contains(err.Error(), "1 rank left, fewer than --min-np 2") {
+		t.Fatalf("rank 0 silent: %v", err)
+	}
+	if _, _, killAt := e.ranks[0].proc.(*fakeProc).record(); killAt.IsZero() || !slices.Equal(e.members, []int{1}) {
+		t.Errorf("rank 0 killed %v, members %v; want it killed and dropped", !killAt.IsZero(), e.members)
+	}
+	if _, _, killAt := e.ranks[1].proc.(*fakeProc).record(); !killAt.IsZero() {
+		t.Error("rank 1, beating, was killed")
+	}
+}
+
+// TestElasticWaitForHosts: a job short of MinNP ranks holds on with no
+// rank running, is due at the end of the elastic timeout if that comes
+// before the next look at the heartbeats, and then stops with
+// ErrElasticTimeout.
+func TestElasticWaitForHosts(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	e, _ := testElasticJob(t0)
+	e.short, e.alive.next = t0, t0.Add(2*time.Minute)
+	deadline := t0.Add(e.cfg.ElasticTimeout)
+	if !e.holds() || !e.due().Equal(deadline) {
+		t.Fatalf("holds %v, due %v; want holding, due at %v", e.holds(), e.due(), deadline)
+	}
+	if err := e.tick(deadline.Add(-time.Millisecond)); err != nil {
+		t.Fatalf("stopped before the timeout: %v", err)
+	}
+	err := e.tick(deadline)
+	if !errors.Is(err, ErrElasticTimeout) || !strings.Contains(err.Error(), "waited 1m0s for hosts enough for --min-np 2 ranks, has 2") {
+		t.Errorf("at the timeout: %v, want ErrElasticTimeout", err)
+	}
+	e.short = time.Time{}
+	if e.holds() || !e.due().Equal(e.alive.next) {
+		t.Errorf("with enough ranks: holds %v, due %v; want not holding, due at the next look", e.holds(), e.due())
+	}
+}
+
+// TestDiscoverer: the discoverer runs the script, announces each run on
+// ready and hands it over with take, a failing run as its error; stop
+// ends it while it waits for the job to take a run.
+func TestDiscoverer(t *testing.T) {
+	dir := t.TempDir()
+	hosts := filepath.Join(dir, "hosts")
+	setHosts(t, hosts, "a:2\nb\n")
+	d := startDiscoverer(context.Background(), writeScript(t, dir, "discover", "cat "+hosts+"\n"), 3)
+	next := func() discovery {
+		t.Helper()
+		select {
+		case <-d.ready:
+			return d.take()
+		case <-time.After(30 * time.Second):
+			t.Fatal("no run of the discovery script within 30s")
+			return discovery{}
+		}
+	}
+	if got := next(); got.err != nil || FormatHosts(got.hosts) != "a:2,b:3" {
+		t.Errorf("first run: %v, %v; want a:2,b:3", got.hosts, got.err)
+	}
+	if err := os.Remove(hosts); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); !errors.Is(got.err, ErrDiscovery) {
+		t.Errorf("a failing run: %v, %v; want ErrDiscovery", got.hosts, got.err)
+	}
+	time.Sleep(2 * discoveryInterval) // not an assertion: a run most likely waits to be taken
+	d.stop()
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
 // fakeSpawner starts fakeProcs instead of processes, and records what it
@@ -202,3 +205,53 @@ func exitErrorOf(t *testing.T, err error) *ExitError {
 }
 
 func fmtSignals(s []os.Signal) string { return fmt.Sprint(s) }
+
+// fakeServer is a jobServer without a network: a key-value store, the
+// ranks not registered yet, and the reason of the abort. It is used by one
+// goroutine.
+type fakeServer struct {
+	values  map[string][]byte
+	missing []rendezvous.Peer
+	size    int
+	changed chan struct{} // closed, and made anew, at each registration
+	aborted string
+}
+
+func newFakeServer(size int) *fakeServer {
+	s := &fakeServer{values: map[string][]byte{}, size: size, changed: make(chan struct{})}
+	for r := range size {
+		s.missing = append(s.missing, rendezvous.Peer{Rank: r})
+	}
+	return s
+}
+
+func (s *fakeServer) Abort(reason string) { s.aborted = reason }
+func (s *fakeServer) Value(key string) ([]byte, bool) {
+	v, ok := s.values[key]
+	return v, ok
+}
+func (s *fakeServer) Registered() int            { return s.size - len(s.missing) }
+func (s *fakeServer) Missing() []rendezvous.Peer { return s.missing }
+func (s *fakeServer) Changed() <-chan struct{}   { return s.changed }
+func (s *fakeServer) Set(_ context.Context, key string, value []byte) error {
+	s.values[key] = value
+	return nil
+}
+
+// register registers rank, as the rendezvous does when hvd.Init calls.
+func (s *fakeServer) register(rank int) {
+	s.missing = slices.DeleteFunc(s.missing, func(p rendezvous.Peer) bool { return p.Rank == rank })
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// fakeRanks returns n started ranks on host "a", run by fakeProcs that
+// ignore SIGTERM where ignore says so.
+func fakeRanks(n int, ignore ...int) []*rankProc {
+	rs := make([]*rankProc, n)
+	for r := range rs {
+		s := Slot{Host: "a", Rank: r, Size: n}
+		rs[r] = &rankProc{slot: s, proc: &fakeProc{slot: s, ignoreTerm: slices.Contains(ignore, r), done: make(chan struct{})}}
+	}
+	return rs
+}

@@ -2,63 +2,46 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
 // maxAdded bounds the ranks an elastic job can start beyond its first
 // ones without a rank's waiting goroutine blocking once the job is over.
 const maxAdded = 4096
 
-// killWait bounds how long Launch waits for ranks to be gone after SIGKILL
-// before it gives up on them.
-const killWait = 2 * time.Second
-
 // jobServer is the part of the rendezvous server that the job uses: it
 // aborts the rendezvous when the job stops, reads the ranks' reports of
 // why they failed, and sees which ranks have registered.
 type jobServer interface {
+	registry
 	Abort(reason string)
 	Value(key string) ([]byte, bool)
-	Registered() int
-	Missing() []rendezvous.Peer
-	Changed() <-chan struct{}
 	Set(ctx context.Context, key string, value []byte) error
 }
 
-// job is a launched set of ranks: it starts them, watches them, and stops
-// them all at the first failure, naming the rank that failed on its own
-// (blame.go). It is used by one goroutine, Launch's; each started rank
-// adds one goroutine that waits for it.
+// job is a launched set of ranks: it starts them, waits for them, and
+// stops them all (escalation) when its controller says what stopped the
+// job. It is used by one goroutine, Launch's; each started rank adds one
+// goroutine that waits for it. What an exit or another event means is the
+// controller's to say: a static job names the rank that failed on its own
+// (staticJob), an elastic one forms anew without it (elasticJob).
 type job struct {
 	cfg     Config
 	log     *slog.Logger
 	srv     jobServer
 	out     *output
 	slots   []Slot
-	ranks   []*rankProc // by rank; nil until started
+	forward []string    // the -x variables, as NAME=value (forwardedEnv)
+	ranks   []*rankProc // by rank (an elastic job's: by launch index); nil until started
 	exits   chan rankExit
 	running int // ranks started and not yet exited
 
-	fails    []failedRank     // ranks failed before the job stopped, in order of exit
-	choose   <-chan time.Time // the end of the blame window (or wait); nil unless choosing
-	waitedOn bool             // the window ended with only failures that blamed a peer
-	early    *ExitError       // the first rank that exited 0 before joining, or nil
-	joins    <-chan struct{}  // rendezvous changes, watched while early may strand others
-
-	failure  error     // what stopped the job: the blamed rank, spawn error or interrupt
-	frozen   *rankProc // the blamed rank, still running, that stopped answering (blame), or nil
-	stopping int       // ranks that were running when the stop began, the frozen one aside
-	killed   int       // ranks that needed SIGKILL after the grace period
-
-	elastic *elasticState // nil unless the job is elastic (Config.Elastic)
-	done    chan struct{} // closed when watch returns
+	failure error      // what stopped the job: the blamed rank, spawn error or interrupt
+	halt    escalation // how the ranks are being stopped, once failure is set
 }
 
 // rankProc is a started rank.
@@ -77,31 +60,29 @@ type rankExit struct {
 
 func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Slot) *job {
 	return &job{
-		cfg: cfg, log: log, srv: srv, out: out, slots: slots,
+		cfg: cfg, log: log, srv: srv, out: out, slots: slots, forward: forwardedEnv(cfg.ForwardEnv),
 		ranks: make([]*rankProc, len(slots)),
 		exits: make(chan rankExit, len(slots)+maxAdded),
-		done:  make(chan struct{}),
 	}
 }
 
 // spawnAll starts every rank in order and returns the first spawn error.
 // It stops early, without error, when ctx ends (watch reports that).
 func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(string) Spawner) error {
-	forward := forwardedEnv(j.cfg.ForwardEnv)
 	for _, s := range j.slots {
 		if ctx.Err() != nil {
 			return nil
 		}
 		c := Command{
 			Argv: j.cfg.Command,
-			Env:  append(append([]string(nil), forward...), env.ForSlot(s).Environ()...),
+			Env:  append(slices.Clone(j.forward), env.ForSlot(s).Environ()...),
 			Dir:  j.cfg.Dir,
 			CPUs: CPUShare{Index: s.LocalRank, Of: s.LocalSize, Bind: j.cfg.BindTo == BindCore},
 		}
 		if j.cfg.MinNP > 0 {
 			c.Env = append(c.Env, EnvElasticID+"="+elasticID(s.Host, s.Rank))
 		}
-		if err := j.spawn(ctx, s, c, len(forward), spawnerFor(s.Host)); err != nil {
+		if err := j.spawn(ctx, s, c, len(j.forward), spawnerFor(s.Host)); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -110,6 +91,10 @@ func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(strin
 	}
 	return nil
 }
+
+// elasticID is the name of the worker started as launch index rank on
+// host (GOROVOD_ELASTIC_ID): unique for the job's life.
+func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host, rank) }
 
 // spawn starts the rank of slot s and a goroutine that waits for it. The
 // first nForward entries of c.Env are -x variables, logged by name only.
@@ -135,85 +120,117 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 	return nil
 }
 
-// watch waits for every started rank to exit. spawnErr, if not nil, is a
-// spawn failure that stops the job at once. It returns nil when every rank
-// succeeded, else the error that stopped the job. An elastic job that
-// waits for hosts (see awaitingHosts) is not over when its last rank
-// exits.
-//
-// A failed rank does not stop the job at once: for up to blameWindow (or
-// blameWait) the job gathers the failures that follow it, then stops with
-// the one that culprit chooses (a rank that failed on its own, not because
-// another rank did).
-func (j *job) watch(ctx context.Context, spawnErr error) error {
-	defer close(j.done)
-	defer func() {
-		if j.elastic != nil {
-			j.elastic.alive.Stop()
-			if j.elastic.stopDiscovery != nil {
-				j.elastic.stopDiscovery()
-			}
-		}
-	}()
-	var grace, giveUp <-chan time.Time
-	var discovered <-chan discovery
-	var short, alive <-chan time.Time
+// controller says what the events of a running job mean: a rank's exit,
+// the time it asked to be woken at, a change it watches. Each returns the
+// cause to stop the job with, or nil. watch consults it only while the job
+// runs: once the job stops, what is left is to stop the ranks.
+type controller interface {
+	// exited takes in the exit of a rank (job.ended has recorded it).
+	exited(ex rankExit) error
+	// due is when tick is to run next; the zero time: never.
+	due() time.Time
+	// tick runs once due has come; now is the time.
+	tick(now time.Time) error
+	// wakeup fires when wake is to run; nil: it watches nothing.
+	wakeup() <-chan struct{}
+	// wake takes in what wakeup announced.
+	wake() error
+	// settle returns the cause to stop the job with when cause ends it
+	// (ctx ended), or when every rank has ended (cause nil; a nil result
+	// then is success).
+	settle(cause error) error
+	// holds reports whether the job goes on with no rank running.
+	holds() bool
+	// close ends what the controller runs beside the job; watch calls
+	// it before it returns.
+	close()
+}
+
+// watch waits for every started rank to exit (and, while ctl holds the
+// job, for more), handing the events to ctl until the job stops, then
+// stopping the ranks (escalation). spawnErr, if not nil, is a spawn
+// failure that stops the job at once. It returns nil when the job ended
+// well, else the error that stopped it.
+func (j *job) watch(ctx context.Context, spawnErr error, ctl controller) error {
+	defer ctl.close()
 	switch {
 	case spawnErr != nil:
-		grace = j.stop(spawnErr)
+		j.stop(spawnErr)
 	case ctx.Err() != nil: // spawnAll stopped early
-		grace = j.stop(interrupted(ctx))
+		j.stop(interrupted(ctx))
 	}
+	var ctlAlarm, haltAlarm alarm
+	defer ctlAlarm.fired()
+	defer haltAlarm.fired()
 	done := ctx.Done()
-	for j.running > 0 || j.awaitingHosts() {
-		var cause error
-		if e := j.elastic; e != nil && j.failure == nil {
-			discovered, short, alive = e.discovered, e.deadline, e.alive.C
-		} else {
-			discovered, short, alive = nil, nil, nil
+	for j.running > 0 || j.failure == nil && ctl.holds() {
+		var wakeup <-chan struct{}
+		var ctlDue time.Time
+		if j.failure == nil {
+			wakeup, ctlDue = ctl.wakeup(), ctl.due()
 		}
+		var cause error
 		select {
-		case d := <-discovered:
-			cause = j.rediscover(d)
-		case <-alive:
-			cause = j.checkAlive()
-		case <-short:
-			cause = j.waitedTooLong()
 		case ex := <-j.exits:
-			j.exited(ex)
-			cause = j.judge(ex)
-		case <-j.choose:
-			cause = j.windowEnded()
-		case <-j.joins:
-			cause = j.stranded()
+			j.ended(ex)
+			if j.failure == nil {
+				cause = ctl.exited(ex)
+			}
+		case now := <-ctlAlarm.at(ctlDue):
+			ctlAlarm.fired()
+			cause = ctl.tick(now)
+		case <-wakeup:
+			cause = ctl.wake()
 		case <-done:
 			done = nil
 			if j.failure == nil {
-				cause = interrupted(ctx)
-				if len(j.fails) > 0 { // a rank failed before the interrupt
-					cause = j.blame()
-				}
+				cause = ctl.settle(interrupted(ctx))
 			}
-		case <-grace:
-			grace, giveUp = nil, j.killAll()
-		case <-giveUp:
-			return j.result(fmt.Errorf("%d %s did not exit within %v of SIGKILL", j.running, plural(j.running, "rank"), killWait))
+		case now := <-haltAlarm.at(j.halt.due):
+			haltAlarm.fired()
+			if j.halt.next(j.live(), now) {
+				return j.result(fmt.Errorf("%d %s did not exit within %v of SIGKILL", j.running, plural(j.running, "rank"), killWait))
+			}
 		}
 		if cause != nil && j.failure == nil {
-			grace = j.stop(cause)
+			j.stop(cause)
 		}
 	}
-	if j.failure == nil && len(j.fails) > 0 { // every rank ended within the window
-		j.stop(j.blame())
+	if j.failure == nil {
+		if cause := ctl.settle(nil); cause != nil { // every rank ended within the blame window
+			j.stop(cause)
+		}
 	}
 	return j.result(nil)
 }
 
-// awaitingHosts reports whether an elastic job that has not stopped waits
-// for hosts enough for MinNP ranks: it goes on even with no rank running,
-// until hosts come back or the elastic timeout ends it.
-func (j *job) awaitingHosts() bool {
-	return j.elastic != nil && j.failure == nil && j.elastic.deadline != nil
+// alarm is a timer for a due time that may change from one turn of a loop
+// to the next.
+type alarm struct {
+	when time.Time
+	t    *time.Timer
+}
+
+// at returns a channel that receives at when (nil for the zero time),
+// setting the timer anew only when when changed.
+func (a *alarm) at(when time.Time) <-chan time.Time {
+	if when.IsZero() {
+		a.fired()
+		return nil
+	}
+	if a.t == nil || !when.Equal(a.when) {
+		a.fired()
+		a.when, a.t = when, time.NewTimer(time.Until(when))
+	}
+	return a.t.C
+}
+
+// fired forgets the timer, once it fired (or is no longer wanted).
+func (a *alarm) fired() {
+	if a.t != nil {
+		a.t.Stop()
+	}
+	a.when, a.t = time.Time{}, nil
 }
 
 // interrupted is the error of a job stopped because ctx ended.
@@ -221,8 +238,8 @@ func interrupted(ctx context.Context) error {
 	return fmt.Errorf("%w (%w)", ErrInterrupted, context.Cause(ctx))
 }
 
-// exited records the exit of a rank and closes its output.
-func (j *job) exited(ex rankExit) {
+// ended records the exit of a rank and closes its output.
+func (j *job) ended(ex rankExit) {
 	r := j.ranks[ex.rank]
 	r.done = true
 	j.running--
@@ -235,50 +252,19 @@ func (j *job) exited(ex rankExit) {
 }
 
 // stop begins stopping the job because of cause: it aborts the rendezvous
-// and sends SIGTERM to every running rank, SIGKILL to a blamed rank that
-// stopped answering (j.frozen; SIGTERM would wait on a stopped process).
-// The returned channel fires when the grace period is over.
-func (j *job) stop(cause error) <-chan time.Time {
+// and stops the running ranks (escalation). A blamed rank that stopped
+// answering (an *UnresponsiveError whose rank has not ended) gets SIGKILL
+// at once: SIGTERM would wait on a stopped process.
+func (j *job) stop(cause error) {
 	j.failure = cause
-	j.choose, j.joins = nil, nil
-	j.stopping = j.running
 	j.srv.Abort(strings.TrimPrefix(cause.Error(), "runner: "))
 	j.log.Info("gorun: stopping the job", "cause", cause, "running", j.running)
-	if r := j.frozen; r != nil && !r.done {
-		j.stopping--
-		j.log.Info("gorun: killing the rank that stopped answering", "rank", r.slot.Rank, "host", r.slot.Host)
-		if err := r.proc.Kill(); err != nil {
-			j.log.Warn("gorun: SIGKILL", "rank", r.slot.Rank, "err", err)
-		}
+	var frozen *rankProc
+	if u, ok := cause.(*UnresponsiveError); ok && u.Exit == nil {
+		frozen = j.ranks[u.Rank]
 	}
-	for _, r := range j.live() {
-		if r == j.frozen {
-			continue
-		}
-		if err := r.proc.Signal(syscall.SIGTERM); err != nil {
-			j.log.Info("gorun: SIGTERM", "rank", r.slot.Rank, "err", err)
-		}
-	}
-	return time.After(j.cfg.GracePeriod)
-}
-
-// killAll sends SIGKILL to every rank still running. The returned channel
-// fires when Launch stops waiting for them.
-func (j *job) killAll() <-chan time.Time {
-	for _, r := range j.live() {
-		if r == j.frozen { // killed when the stop began; not gone yet
-			if err := r.proc.Kill(); err != nil {
-				j.log.Warn("gorun: SIGKILL", "rank", r.slot.Rank, "err", err)
-			}
-			continue
-		}
-		j.killed++
-		j.log.Info("gorun: rank did not stop in time; killing it", "rank", r.slot.Rank, "grace", j.cfg.GracePeriod)
-		if err := r.proc.Kill(); err != nil {
-			j.log.Warn("gorun: SIGKILL", "rank", r.slot.Rank, "err", err)
-		}
-	}
-	return time.After(killWait)
+	j.halt = escalation{grace: j.cfg.GracePeriod, log: j.log}
+	j.halt.begin(j.live(), frozen, time.Now())
 }
 
 // live returns the ranks started and not yet exited.
@@ -299,28 +285,7 @@ func (j *job) result(stuck error) error {
 	if j.failure == nil {
 		return nil
 	}
-	var what string
-	if j.frozen != nil {
-		what = "killed it"
-	}
-	switch {
-	case j.stopping == 0 && stuck == nil && what == "":
-		return j.failure
-	case j.stopping == 0 && what != "": // the frozen rank was the only one running
-	case errors.Is(j.failure, ErrInterrupted):
-		what = fmt.Sprintf("stopped %d running %s", j.stopping, plural(j.stopping, "rank"))
-	case j.stopping == 1:
-		what = join(what, "stopped the other rank")
-	default:
-		what = join(what, fmt.Sprintf("stopped the other %d ranks", j.stopping))
-	}
-	if j.killed > 0 {
-		what += fmt.Sprintf(" (%d with SIGKILL after the %v grace period)", j.killed, j.cfg.GracePeriod)
-	}
-	if stuck != nil {
-		return fmt.Errorf("%w; %s; %w", j.failure, what, stuck)
-	}
-	return fmt.Errorf("%w; %s", j.failure, what)
+	return j.halt.describe(j.failure, stuck)
 }
 
 // join joins two parts of Launch's error with "; ", either of which may

@@ -109,10 +109,11 @@ func Launch(ctx context.Context, cfg Config) error {
 	started := time.Now()
 	spawnerAt := withHostAddrs(spawnerFor, plan, srv.Addr())
 	spawnErr := j.spawnAll(ctx, env, spawnerAt)
+	var ctl controller = newStaticJob(j)
 	if spawnErr == nil && ctx.Err() == nil && cfg.Elastic() {
-		spawnErr = j.startElastic(ctx, hosts, env, spawnerAt)
+		ctl, spawnErr = startElastic(ctx, j, hosts, env, spawnerAt)
 	}
-	err = j.watch(ctx, spawnErr)
+	err = j.watch(ctx, spawnErr, ctl)
 	if cfg.Elastic() { // elastic ranks do not register: they meet in the key-value store
 		return err
 	}
