@@ -108,7 +108,7 @@ func (t *transport) await(ctx context.Context, peer int, op string) (*conn, erro
 func (t *transport) form(peer int, l lanes) {
 	socks := make([]lanes, t.size)
 	socks[peer] = l
-	rings := t.offerShm(socks, t.budget.OnDemand)
+	rings := offerShm(t.cfg, t.tun.procDir, socks, t.budget.OnDemand)
 	c := newConn(l, t.rank, peer, t.addrs[peer], t.tun, rings[peer])
 	s := t.slots[peer]
 	t.mu.Lock()

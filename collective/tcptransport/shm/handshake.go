@@ -2,7 +2,6 @@ package shm
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -10,18 +9,6 @@ import (
 
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
-
-// Stream is one lane of an authenticated link: its socket, or the TLS
-// session over it. The handshake writes to the outbound lane and reads
-// from the inbound one under its deadline, and lifts that deadline when
-// done.
-type Stream interface {
-	io.Reader
-	io.Writer
-	SetDeadline(t time.Time) error
-	SetReadDeadline(t time.Time) error
-	SetWriteDeadline(t time.Time) error
-}
 
 // Peer is a link to a peer on this rank's host that takes part in the
 // handshake: both of its lanes have formed and authenticated.

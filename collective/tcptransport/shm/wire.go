@@ -8,6 +8,18 @@ import (
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
+// Stream is one lane of an authenticated link: its socket, or the TLS
+// session over it. The handshake writes to the outbound lane and reads
+// from the inbound one under its deadline, and lifts that deadline when
+// done.
+type Stream interface {
+	io.Reader
+	io.Writer
+	SetDeadline(t time.Time) error
+	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
+}
+
 // The handshake's messages (see Handshake), each sent on the link's
 // outbound lane and read from its inbound one, before any frame:
 //

@@ -12,26 +12,26 @@ import (
 // whose address has this rank's host part, and runs package shm's
 // handshake on them over their authenticated lanes (inside TLS with
 // Config.TLS); capacity sizes the ring this rank offers each (see
-// shm.Budget). Links to other hosts exchange nothing. The result is
-// indexed by peer, nil for a link on TCP; every link stays on TCP under
-// Config.NoSharedMemory.
-func (t *transport) offerShm(socks []lanes, capacity func(peer int) int) []*shm.Rings {
+// shm.Budget), and proc stands in for "/proc" (see tuning.procDir). Links
+// to other hosts exchange nothing. The result is indexed by peer, nil for
+// a link on TCP; every link stays on TCP under Config.NoSharedMemory.
+func offerShm(cfg Config, proc string, socks []lanes, capacity func(peer int) int) []*shm.Rings {
 	rings := make([]*shm.Rings, len(socks))
-	if t.cfg.NoSharedMemory {
+	if cfg.NoSharedMemory {
 		return rings
 	}
 	var peers []shm.Peer
-	self := hostOf(t.addrs[t.rank])
+	self := hostOf(cfg.Addrs[cfg.Rank])
 	for peer, l := range socks {
-		if l.complete() && hostOf(t.addrs[peer]) == self {
+		if l.complete() && hostOf(cfg.Addrs[peer]) == self {
 			peers = append(peers, shm.Peer{Rank: peer, Out: l[laneOut], In: l[laneIn]})
 		}
 	}
 	if len(peers) == 0 {
 		return rings
 	}
-	setup := shm.Setup{Proc: t.tun.procDir, Deadline: time.Now().Add(t.cfg.HandshakeTimeout),
-		Capacity: capacity, Logger: t.cfg.Logger}
+	setup := shm.Setup{Proc: proc, Deadline: time.Now().Add(cfg.HandshakeTimeout),
+		Capacity: capacity, Logger: cfg.Logger}
 	for i, r := range shm.Handshake(setup, peers) {
 		rings[peers[i].Rank] = r
 	}
