@@ -1,5 +1,14 @@
 // Package memtransport is an in-memory collective.Transport: a full mesh of
-// links between the ranks of one process, for tests.
+// links between ranks that share one process.
+//
+// It has two users. Tests run whole jobs of several ranks on it, with the
+// fault hooks below. And a job of one rank runs on it in production:
+// hvd.NewRuntime gives such a job, when it brings no transport of its own,
+// the one rank of NewNetwork(1), which has no link at all, so that the
+// rank joins no rendezvous round and opens no data-plane socket, while
+// every collective still runs through the same Comm and engine as in a
+// larger job. Its behaviour is therefore a contract like tcptransport's, not a
+// test double's: what it promises below holds for both users.
 //
 // A Network holds the links; each rank's Transport is one end of every link.
 // Send copies the message into the receiver's queue and returns at once, so

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/frame"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
 // conn is the collective.Conn to one peer: two TCP sockets, one per
@@ -33,9 +35,9 @@ type conn struct {
 
 // newConn wraps the two authenticated sockets of a link. With rings (a
 // peer on this host whose shared-memory handshake succeeded) its frames
-// travel through them and a watcher goroutine starts (see shmLink.watch);
+// travel through them and a watcher goroutine starts (see shm.Link.Watch);
 // otherwise over the sockets, tuned by tun.
-func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shmRings) *conn {
+func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings) *conn {
 	c := &conn{out: l[laneOut], in: l[laneIn], rank: rank, peer: peer, host: host}
 	c.sendWatch.init(c, opSend)
 	c.recvWatch.init(c, opRecv)
@@ -43,9 +45,9 @@ func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shmRings) 
 		c.link = newTCPLink(c, tun.readBuf, tun.spin)
 		return c
 	}
-	sl := newShmLink(c, *rings, tun)
+	sl := shm.NewLink(c, c.in, rings, tun.spin, tun.quick)
 	c.link = sl
-	go sl.watch()
+	go sl.Watch()
 	return c
 }
 
@@ -56,7 +58,7 @@ func (c *conn) Send(ctx context.Context, tag collective.Tag, p []byte) error {
 	}
 	c.sendWatch.begin(ctx)
 	defer c.sendWatch.end()
-	return c.link.send(tag, p)
+	return c.link.Send(tag, p)
 }
 
 // Recv reads one frame into p, after checking its header against tag and
@@ -67,7 +69,7 @@ func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	}
 	c.recvWatch.begin(ctx)
 	defer c.recvWatch.end()
-	return c.link.recv(tag, p)
+	return c.link.Recv(tag, p)
 }
 
 // SendVec writes one frame whose payload is parts end to end (see
@@ -78,7 +80,7 @@ func (c *conn) SendVec(ctx context.Context, tag collective.Tag, parts [][]byte) 
 	}
 	c.sendWatch.begin(ctx)
 	defer c.sendWatch.end()
-	return c.link.sendVec(tag, parts)
+	return c.link.SendVec(tag, parts)
 }
 
 // RecvVec reads one frame into parts in order, after checking its header
@@ -89,28 +91,14 @@ func (c *conn) RecvVec(ctx context.Context, tag collective.Tag, parts [][]byte) 
 	}
 	c.recvWatch.begin(ctx)
 	defer c.recvWatch.end()
-	return c.link.recvVec(tag, parts)
+	return c.link.RecvVec(tag, parts)
 }
 
-// partsLen is the bytes of parts together.
-func partsLen(parts [][]byte) int {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	return n
-}
-
-// checkHeader decodes the frame header hdr and checks it against the tag
-// and payload length a Recv expects; a mismatch fails the link.
+// checkHeader checks the frame header hdr against the tag and payload
+// length a Recv expects (see frame.Check); a mismatch fails the link.
 func (c *conn) checkHeader(hdr []byte, tag collective.Tag, n int) error {
-	h, err := decodeHeader(hdr)
-	if err != nil {
+	if err := frame.Check(hdr, tag, n); err != nil {
 		return c.protocolFail("%v", err)
-	}
-	if h.Seq != tag.Seq || h.Step != tag.Step || h.Len != uint64(n) {
-		return c.protocolFail("expected seq %d step %d len %d, got seq %d step %d len %d",
-			tag.Seq, tag.Step, n, h.Seq, h.Step, h.Len)
 	}
 	return nil
 }
@@ -142,9 +130,8 @@ func (b badConn) RecvVec(context.Context, collective.Tag, [][]byte) error { retu
 // capacity (this rank's outbound one) less the frames' headers; nothing promised over TCP, whose
 // socket buffers Linux sizes as it goes.
 func (c *conn) Buffered(messages int) int {
-	l, ok := c.link.(*shmLink)
-	if !ok {
-		return 0
+	if l, ok := c.link.(*shm.Link); ok {
+		return l.Buffered(messages)
 	}
-	return max(0, l.out.Capacity()-messages*headerSize)
+	return 0
 }

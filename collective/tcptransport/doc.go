@@ -2,8 +2,8 @@
 // whose links between ranks are TCP connections, two per pair of ranks.
 // Every link is formed, authenticated and watched over TCP; where both
 // ranks are on one host, the link then carries its frames through a
-// shared-memory ring per direction instead (package internal/shmring), and
-// its sockets stay open only to tell either side when the other goes away.
+// shared-memory ring per direction instead (package shm), and its sockets
+// stay open only to tell either side when the other goes away.
 // Either way the frames, their checks and the failures they report are the
 // same, and a link's path is chosen once, when the link forms.
 //
@@ -91,48 +91,32 @@
 //
 // # Shared memory between ranks on one host
 //
-// Right after formation, the two ranks of every link whose addresses have
-// the same host part offer each other a ring for their outbound direction,
-// over the link's own authenticated socket, and each answers whether it
-// could map the other's (see offerShm). A ring is a byte ring of 64 KiB to
-// 4 MiB (the offering rank's choice, below) in an
-// anonymous memory file (memfd_create(2)) with a random token in its first
-// page, offered as "/proc/<pid>/fd/<fd>" (see internal/shmring). Such a
-// file never has a name in any directory, so no kill at any moment (of a
-// rank, or of gorun with its ranks) can leave one behind in /dev/shm, and
-// only a process of the same user on the same host in the same pid
-// namespace can open it. (The alternative, passing the descriptor with
-// SCM_RIGHTS, would need a Unix socket and a second authenticated
-// handshake per link.) The offering side reserves the file's pages and
-// seals its size before offering, so memory that runs short makes the link
-// stay on TCP instead of killing a rank with SIGBUS later. When both
-// directions were accepted the link's frames travel through the rings
-// instead of the sockets (same frames, same checks): the sender copies into
-// the ring, the receiver copies out, and a side with nothing to do sleeps
-// in futex(2) after polling for a while (busy when the host has a
-// processor to spare beyond one per rank, else yielding to other
-// processes). The sockets stay
-// open and idle as the liveness signal: a peer that exits, crashes or
-// closes its transport closes them, frames it had written are still
-// delivered, and then the link fails with collective.ErrPeerGone. Where a
-// ring cannot be made or the peer's cannot be opened (no memory, another
-// pid namespace, another user), the link stays on TCP, and the rank logs
-// one Warn line that names every such peer and the cause.
-// Config.NoSharedMemory (gorun --no-shared-memory) keeps every link on TCP.
+// Right after formation, every link whose lanes have both formed to a peer
+// whose address has this rank's host part runs package shm's handshake
+// over its authenticated lanes (see offerShm): the two ranks offer each
+// other a ring for their outbound direction, in an anonymous memory file
+// that never has a name in any directory, so that no kill can leave one
+// behind. When both directions were accepted, the link's frames travel
+// through the rings instead of the sockets (same frames, same checks; the
+// conn's link is a shm.Link), and the sockets stay open and idle as the
+// liveness signal: a peer that exits, crashes or closes its transport
+// closes them, frames it had written are still delivered, and then the
+// link fails with collective.ErrPeerGone. Where a ring cannot be made or
+// the peer's cannot be opened (no memory, another pid namespace, another
+// user), the link stays on TCP, and the rank logs one Warn line that names
+// every such peer and the cause. Config.NoSharedMemory (gorun
+// --no-shared-memory) keeps every link on TCP.
 //
-// Each rank creates at most 16 MiB of rings, however many ranks share its
-// host. The eager links to peers on the host share 12 MiB: 4 MiB rings for
-// up to 3 of them (as with 2 or 4 ranks on a host, whose speed this keeps),
-// 1 MiB for up to 12, 512 KiB for up to 24, and so on down to 64 KiB. A
-// link formed on demand gets the largest power of two up to a quarter of
-// what is left, at least 64 KiB; once not even that fits, the link stays on
-// TCP (logged at Debug: that is by design). Rings of 1 MiB carried 1 and
-// 16 MiB all-reduces between 2 and 4 ranks as fast as 4 MiB ones on the
-// 2-core test machine; 512 KiB and 256 KiB were slower.
+// Each rank creates at most 16 MiB of rings (shm.BudgetBytes), however
+// many ranks share its host: the eager links share 12 MiB, links formed on
+// demand get smaller rings from what is left, and once not even 64 KiB
+// fits, a link stays on TCP (logged at Debug: that is by design). Package
+// shm says how it is shared out and why.
 //
 // # Framing
 //
-// Each message is one frame: a 24-byte header followed by the payload.
+// Each message is one frame (package internal/frame): a 24-byte header
+// followed by the payload.
 //
 //	offset size field
 //	0      2    magic "GV"

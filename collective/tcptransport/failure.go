@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
 // Operation names used in error messages: "rank 0: send to peer 1 (addr)".
@@ -25,10 +26,32 @@ func (c *conn) fail(err error) error {
 	if c.failed.CompareAndSwap(nil, &failure{err}) {
 		_ = c.out.Close() // the cause is recorded; a close error adds nothing
 		_ = c.in.Close()
-		c.link.down()
+		c.link.Down()
 	}
 	return c.failed.Load().err
 }
+
+// The conn is the shm.Conn of its shared-memory link: these three methods
+// are how the link reads and records the conn's failure.
+
+// Err returns the conn's failure; nil while it works.
+func (c *conn) Err() error {
+	if f := c.failed.Load(); f != nil {
+		return f.err
+	}
+	return nil
+}
+
+// Gone fails the conn: the peer went away during op (see ioFail).
+func (c *conn) Gone(op shm.Op, err error) error {
+	if op == shm.Sending {
+		return c.ioFail(opSend, err)
+	}
+	return c.ioFail(opRecv, err)
+}
+
+// Corrupt fails the conn after a bad frame (see protocolFail).
+func (c *conn) Corrupt(msg string) error { return c.protocolFail("%s", msg) }
 
 // where prefixes every error of the link: who, doing what, with whom.
 func (c *conn) where(op string) string {

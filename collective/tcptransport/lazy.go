@@ -3,11 +3,10 @@ package tcptransport
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
 // linkSlot is the transport's link to one peer: formed when Connect
@@ -109,15 +108,8 @@ func (t *transport) await(ctx context.Context, peer int, op string) (*conn, erro
 func (t *transport) form(peer int, l lanes) {
 	socks := make([]lanes, t.size)
 	socks[peer] = l
-	var rings []*shmRings
-	if !t.cfg.NoSharedMemory {
-		rings = offerShm(t.cfg, t.tun.procDir, socks, t.budget.lazy)
-	}
-	var r *shmRings
-	if rings != nil {
-		r = rings[peer]
-	}
-	c := newConn(l, t.rank, peer, t.addrs[peer], t.tun, r)
+	rings := offerShm(t.cfg, t.tun.procDir, socks, t.budget.OnDemand)
+	c := newConn(l, t.rank, peer, t.addrs[peer], t.tun, rings[peer])
 	s := t.slots[peer]
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -132,74 +124,8 @@ func (t *transport) form(peer int, l lanes) {
 
 // pathOf is the path c's frames take.
 func pathOf(c *conn) Path {
-	if _, ok := c.link.(*shmLink); ok {
+	if _, ok := c.link.(*shm.Link); ok {
 		return SharedMemory
 	}
 	return TCP
-}
-
-// Shared-memory budget: the most ring capacity one rank creates, whatever
-// the number of ranks on its host. Each link to a peer on the host costs
-// the capacity of the ring this rank writes (the peer's ring is the
-// peer's). The eager links share eagerBytes; a link formed on demand gets
-// the largest capacity up to a quarter of what is left (so a few such
-// links still get large rings, and many get small ones), at least
-// shmring.MinCapacity; once that no longer fits, links stay on TCP.
-const (
-	shmBudgetBytes = 16 << 20
-	eagerBytes     = 12 << 20
-)
-
-// shmBudget hands out ring capacities under the budget.
-type shmBudget struct {
-	mu    sync.Mutex
-	eager int // the capacity of each eager link's ring; 0 when none fits
-	spent int // bytes of rings created so far
-}
-
-// newShmBudget sizes the eager links' rings: the largest power of two up
-// to shmring.MaxCapacity that lets localEager of them fit in eagerBytes
-// (4 MiB each for up to 3 links, 1 MiB for up to 12, ...).
-func newShmBudget(localEager int) *shmBudget {
-	b := &shmBudget{}
-	if localEager == 0 {
-		return b
-	}
-	for c := shmring.MaxCapacity; c >= shmring.MinCapacity; c /= 2 {
-		if c*localEager <= eagerBytes {
-			b.eager = c
-			break
-		}
-	}
-	return b
-}
-
-// forEager returns the capacity of an eager link's ring, or 0 (stay on
-// TCP) when the budget has no room left.
-func (b *shmBudget) forEager(int) int {
-	return b.take(func(int) int { return max(b.eager, shmring.MinCapacity) })
-}
-
-// lazy returns the capacity of the ring of a link formed on demand, or 0.
-func (b *shmBudget) lazy(int) int {
-	return b.take(func(left int) int {
-		c := shmring.MaxCapacity
-		for c > shmring.MinCapacity && c > left/4 {
-			c /= 2
-		}
-		return c
-	})
-}
-
-// take spends the capacity that size chooses from what is left of the
-// budget, if it fits, and returns it; 0 if it does not.
-func (b *shmBudget) take(size func(left int) int) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := size(shmBudgetBytes - b.spent)
-	if b.spent+c > shmBudgetBytes {
-		return 0
-	}
-	b.spent += c
-	return c
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
 // ringNeighbours is an eager rule: the ranks before and after, around the
@@ -167,15 +168,15 @@ func ringsCreated(tr collective.Transport) int {
 		if c == nil {
 			continue
 		}
-		if l, ok := c.link.(*shmLink); ok {
-			n += l.out.Capacity()
+		if l, ok := c.link.(*shm.Link); ok {
+			n += l.Buffered(0) // the outbound ring's capacity
 		}
 	}
 	return n
 }
 
 // TestShmBudget: whatever the number of ranks on a host, a rank creates
-// at most shmBudgetBytes of rings: the full mesh of 20 ranks shares them
+// at most shm.BudgetBytes of rings: the full mesh of 20 ranks shares them
 // out (its 19 eager links get 512 KiB rings), and among 48 ranks the links
 // formed on demand on top of two eager ones take what is left, smaller and
 // smaller, and then stay on TCP.
@@ -195,8 +196,8 @@ func TestShmBudget(t *testing.T) {
 	exchangeAll(t, m, 1, 10)
 	tcp := 0
 	for r, tr := range m {
-		if got := ringsCreated(tr); got > shmBudgetBytes {
-			t.Errorf("after all-to-all: rank %d created %d bytes of rings, more than %d", r, got, shmBudgetBytes)
+		if got := ringsCreated(tr); got > shm.BudgetBytes {
+			t.Errorf("after all-to-all: rank %d created %d bytes of rings, more than %d", r, got, shm.BudgetBytes)
 		}
 		for p := range m {
 			if LinkPath(tr, p) == TCP {

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/frame"
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
 // shmLinks counts the links of tr that run over shared memory.
@@ -22,7 +24,7 @@ func shmLinks(tr collective.Transport) int {
 		if c == nil {
 			continue
 		}
-		if _, ok := c.link.(*shmLink); ok {
+		if _, ok := c.link.(*shm.Link); ok {
 			n++
 		}
 	}
@@ -122,7 +124,7 @@ func TestShmStreamsAcrossTheRing(t *testing.T) {
 		if shmLinks(m[0]) != 1 {
 			t.Fatal("the link is not on shared memory")
 		}
-		sizes := []int{0, 1, 7, headerSize, 4 << 10, shmring.Piece + 3, shmring.MaxCapacity - 1, shmring.MaxCapacity, shmring.MaxCapacity + 1, 3*shmring.MaxCapacity + 5, 100}
+		sizes := []int{0, 1, 7, frame.HeaderSize, 4 << 10, shmring.Piece + 3, shmring.MaxCapacity - 1, shmring.MaxCapacity, shmring.MaxCapacity + 1, 3*shmring.MaxCapacity + 5, 100}
 		payload := func(from, i, n int) []byte {
 			b := make([]byte, n)
 			rng := rand.New(rand.NewPCG(uint64(from), uint64(i)))
@@ -178,8 +180,8 @@ func TestShmDeliversBeforePeerGone(t *testing.T) {
 	m[0].Close()
 	// Read only once rank 1's watcher has seen the close, so that the
 	// frames are drained from a ring whose writer is known to be gone.
-	l := m[1].(*transport).conns[0].link.(*shmLink)
-	for deadline := time.Now().Add(5 * time.Second); !l.gone.Load(); time.Sleep(time.Millisecond) {
+	l := m[1].(*transport).conns[0].link.(*shm.Link)
+	for deadline := time.Now().Add(5 * time.Second); !l.Gone(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("rank 1 did not notice rank 0's close within 5s")
 		}
@@ -238,7 +240,7 @@ func TestBufferedPromise(t *testing.T) {
 		if !ok {
 			t.Fatal("conn does not implement collective.Buffered")
 		}
-		want := shmring.MaxCapacity - 3*headerSize
+		want := shmring.MaxCapacity - 3*frame.HeaderSize
 		if noShm {
 			want = 0
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/frame"
 )
 
 // recvBuffer is the size of the read buffer behind each receiving socket:
@@ -28,14 +29,14 @@ type tcpLink struct {
 
 	// Send side, touched only by the send in progress.
 	out  *net.TCPConn // lane rank>peer: written, never read
-	whdr [headerSize]byte
+	whdr [frame.HeaderSize]byte
 	wvec [2][]byte
 	wbuf net.Buffers
 	wvs  [][]byte // sendVec's header and parts
 	_    [cacheLine]byte
 
 	// Recv side, touched only by the recv in progress.
-	rhdr [headerSize]byte
+	rhdr [frame.HeaderSize]byte
 	r    *inbound // lane peer>rank: read, never written
 
 	sec *secureLanes // with TLS: the sessions the frames go through instead; nil on a plain link
@@ -52,10 +53,10 @@ func newTCPLink(c *conn, readBuf int, spin time.Duration) *tcpLink {
 	return &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin)}
 }
 
-// send writes one frame, header and payload in a single writev, without
+// Send writes one frame, header and payload in a single writev, without
 // copying p (with TLS, see secureLanes.write).
-func (l *tcpLink) send(tag collective.Tag, p []byte) error {
-	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
+func (l *tcpLink) Send(tag collective.Tag, p []byte) error {
+	frame.Put(&l.whdr, frame.Header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
 	l.wvec[0], l.wvec[1] = l.whdr[:], p
 	var err error
 	if l.sec != nil {
@@ -68,10 +69,10 @@ func (l *tcpLink) send(tag collective.Tag, p []byte) error {
 	return l.sendResult(err)
 }
 
-// sendVec writes one frame of the parts in a single writev, without
+// SendVec writes one frame of the parts in a single writev, without
 // copying them.
-func (l *tcpLink) sendVec(tag collective.Tag, parts [][]byte) error {
-	putHeader(&l.whdr, header{Seq: tag.Seq, Step: tag.Step, Len: uint64(partsLen(parts))})
+func (l *tcpLink) SendVec(tag collective.Tag, parts [][]byte) error {
+	frame.Put(&l.whdr, frame.Header{Seq: tag.Seq, Step: tag.Step, Len: uint64(frame.PartsLen(parts))})
 	l.wvs = append(append(l.wvs[:0], l.whdr[:]), parts...)
 	var err error
 	if l.sec != nil {
@@ -101,9 +102,9 @@ func (l *tcpLink) readFull(p []byte, poll bool) error {
 	return l.r.readFull(p, poll)
 }
 
-// recvVec is recv into parts in order.
-func (l *tcpLink) recvVec(tag collective.Tag, parts [][]byte) error {
-	n := partsLen(parts)
+// RecvVec is Recv into parts in order.
+func (l *tcpLink) RecvVec(tag collective.Tag, parts [][]byte) error {
+	n := frame.PartsLen(parts)
 	poll := n <= pollMax
 	if err := l.readFull(l.rhdr[:], poll); err != nil {
 		return l.c.ioFail(opRecv, err)
@@ -119,10 +120,10 @@ func (l *tcpLink) recvVec(tag collective.Tag, parts [][]byte) error {
 	return nil
 }
 
-// recv reads one frame header, checks it against tag and len(p), then
-// reads the payload into p. A recv of a small frame busy-polls (see
+// Recv reads one frame header, checks it against tag and len(p), then
+// reads the payload into p. A Recv of a small frame busy-polls (see
 // pollMax and inbound).
-func (l *tcpLink) recv(tag collective.Tag, p []byte) error {
+func (l *tcpLink) Recv(tag collective.Tag, p []byte) error {
 	poll := len(p) <= pollMax
 	if err := l.readFull(l.rhdr[:], poll); err != nil {
 		return l.c.ioFail(opRecv, err)
@@ -136,8 +137,8 @@ func (l *tcpLink) recv(tag collective.Tag, p []byte) error {
 	return nil
 }
 
-// down has nothing to do: closing the sockets ended every call.
-func (*tcpLink) down() {}
+// Down has nothing to do: closing the sockets ended every call.
+func (*tcpLink) Down() {}
 
-// wait has nothing to wait for.
-func (*tcpLink) wait() {}
+// Wait has nothing to wait for.
+func (*tcpLink) Wait() {}

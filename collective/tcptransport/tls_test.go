@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/frame"
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/kernels"
 )
@@ -214,8 +215,8 @@ func (w *writeLog) Write(p []byte) (int, error) {
 func TestSecureRecords(t *testing.T) {
 	r := tlsRecord
 	for _, sizes := range [][]int{
-		{headerSize}, {headerSize, 0}, {headerSize, 100}, {headerSize, r - headerSize},
-		{headerSize, r - headerSize + 1}, {headerSize, 3*r + 5}, {headerSize, 7, r, 2*r - 3, 1, 0, 5 * r},
+		{frame.HeaderSize}, {frame.HeaderSize, 0}, {frame.HeaderSize, 100}, {frame.HeaderSize, r - frame.HeaderSize},
+		{frame.HeaderSize, r - frame.HeaderSize + 1}, {frame.HeaderSize, 3*r + 5}, {frame.HeaderSize, 7, r, 2*r - 3, 1, 0, 5 * r},
 	} {
 		var parts [][]byte
 		var want []byte

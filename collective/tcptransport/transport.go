@@ -5,11 +5,12 @@ import (
 	"sync"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
 // transport is the collective.Transport of one rank: one conn per peer,
 // formed when Connect returns (the eager peers) or on first use. Its
-// goroutines are the watchers of shared-memory links (see shmLink.watch)
+// goroutines are the watchers of shared-memory links (see shm.Link.Watch)
 // and, while some link may still form on demand, the formation's accept
 // loop, dials and link set-ups; all end by the time Close returns.
 type transport struct {
@@ -17,8 +18,8 @@ type transport struct {
 	addrs      []string
 	cfg        Config
 	tun        tuning
-	f          *formation // forms the links on demand
-	budget     *shmBudget
+	f          *formation  // forms the links on demand
+	budget     *shm.Budget // this rank's rings
 	slots      []*linkSlot // indexed by peer; nil at rank
 	closing    chan struct{}
 	closeOnce  sync.Once
@@ -34,11 +35,8 @@ type transport struct {
 func newTransport(cfg Config, tun tuning, f *formation, socks []lanes) *transport {
 	t := &transport{rank: cfg.Rank, size: cfg.Size, addrs: cfg.Addrs, cfg: cfg, tun: tun, f: f,
 		slots: make([]*linkSlot, cfg.Size), conns: make([]*conn, cfg.Size), closing: make(chan struct{})}
-	t.budget = newShmBudget(f.localEager())
-	var rings []*shmRings
-	if !cfg.NoSharedMemory {
-		rings = offerShm(cfg, tun.procDir, socks, t.budget.forEager)
-	}
+	t.budget = shm.NewBudget(f.localEager())
+	rings := offerShm(cfg, tun.procDir, socks, t.budget.Eager)
 	for peer := range t.slots {
 		if peer == cfg.Rank {
 			continue
@@ -49,11 +47,7 @@ func newTransport(cfg Config, tun tuning, f *formation, socks []lanes) *transpor
 		if !socks[peer].complete() {
 			continue
 		}
-		var r *shmRings
-		if rings != nil {
-			r = rings[peer]
-		}
-		c := newConn(socks[peer], cfg.Rank, peer, cfg.Addrs[peer], tun, r)
+		c := newConn(socks[peer], cfg.Rank, peer, cfg.Addrs[peer], tun, rings[peer])
 		t.conns[peer] = c
 		s.formed.Store(c)
 		close(s.ready)
@@ -122,7 +116,7 @@ func (t *transport) Close() error {
 		}
 		for _, c := range conns {
 			if c != nil {
-				c.link.wait()
+				c.link.Wait()
 			}
 		}
 	})

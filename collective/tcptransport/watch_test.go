@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
 // TestWatchKeepsContext: calls under one context, or alternating between
@@ -14,12 +15,12 @@ import (
 // and shared-memory links alike, and a context's end between calls fails
 // nothing: the next call under it reports it, the link stays usable.
 func TestWatchKeepsContext(t *testing.T) {
-	for _, shm := range []bool{false, true} {
-		t.Run(map[bool]string{false: "tcp", true: "shm"}[shm], func(t *testing.T) {
-			m := meshT(t, 2, Config{NoSharedMemory: !shm})
+	for _, onShm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "shm"}[onShm], func(t *testing.T) {
+			m := meshT(t, 2, Config{NoSharedMemory: !onShm})
 			c0, c1 := m[0].Conn(1).(*conn), m[1].Conn(0).(*conn)
-			if _, isShm := c0.link.(*shmLink); isShm != shm {
-				t.Fatalf("link over shared memory: %v, want %v", isShm, shm)
+			if _, isShm := c0.link.(*shm.Link); isShm != onShm {
+				t.Fatalf("link over shared memory: %v, want %v", isShm, onShm)
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			other, cancelOther := context.WithCancel(t.Context())

@@ -1,4 +1,4 @@
-package tcptransport
+package shm
 
 import (
 	"encoding/binary"
@@ -8,8 +8,20 @@ import (
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
-// The shared-memory handshake's messages (see offerShm), each sent on the
-// link's outbound lane and read from its inbound one, before any frame:
+// Stream is one lane of an authenticated link: its socket, or the TLS
+// session over it. The handshake writes to the outbound lane and reads
+// from the inbound one under its deadline, and lifts that deadline when
+// done.
+type Stream interface {
+	io.Reader
+	io.Writer
+	SetDeadline(t time.Time) error
+	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
+}
+
+// The handshake's messages (see Handshake), each sent on the link's
+// outbound lane and read from its inbound one, before any frame:
 //
 //	offer   length of path (2 bytes, little-endian), path, token
 //	        (shmring.TokenSize bytes); a zero length offers nothing, and
@@ -18,7 +30,7 @@ import (
 
 // writeOffer sends an offer of the ring at path (see shmring.OfferPath)
 // with its token; an empty path offers nothing.
-func writeOffer(s *sock, deadline time.Time, path string, token []byte) error {
+func writeOffer(s Stream, deadline time.Time, path string, token []byte) error {
 	b := binary.LittleEndian.AppendUint16(nil, uint16(len(path)))
 	if path != "" {
 		b = append(append(b, path...), token...)
@@ -29,7 +41,7 @@ func writeOffer(s *sock, deadline time.Time, path string, token []byte) error {
 }
 
 // readOffer reads what writeOffer sends.
-func readOffer(s *sock, deadline time.Time) (string, []byte, error) {
+func readOffer(s Stream, deadline time.Time) (string, []byte, error) {
 	s.SetReadDeadline(deadline)
 	var n [2]byte
 	if _, err := io.ReadFull(s, n[:]); err != nil {
@@ -47,14 +59,14 @@ func readOffer(s *sock, deadline time.Time) (string, []byte, error) {
 }
 
 // writeByte sends one byte before deadline.
-func writeByte(s *sock, deadline time.Time, v byte) error {
+func writeByte(s Stream, deadline time.Time, v byte) error {
 	s.SetWriteDeadline(deadline)
 	_, err := s.Write([]byte{v})
 	return err
 }
 
 // readByte reads one byte before deadline.
-func readByte(s *sock, deadline time.Time) (byte, error) {
+func readByte(s Stream, deadline time.Time) (byte, error) {
 	s.SetReadDeadline(deadline)
 	var b [1]byte
 	_, err := io.ReadFull(s, b[:])

@@ -1,4 +1,4 @@
-package tcptransport
+package frame
 
 import (
 	"bytes"
@@ -8,14 +8,14 @@ import (
 )
 
 func TestHeaderRoundTrip(t *testing.T) {
-	for _, h := range []header{
+	for _, h := range []Header{
 		{},
 		{Seq: 1, Step: 2, Len: 3},
 		{Seq: math.MaxUint64, Step: math.MaxUint32, Len: math.MaxInt},
 	} {
-		var b [headerSize]byte
-		putHeader(&b, h)
-		got, err := decodeHeader(b[:])
+		var b [HeaderSize]byte
+		Put(&b, h)
+		got, err := Decode(b[:])
 		if err != nil || got != h {
 			t.Errorf("decode(put(%+v)) = %+v, %v", h, got, err)
 		}
@@ -23,8 +23,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 }
 
 func TestHeaderBytes(t *testing.T) {
-	var b [headerSize]byte
-	putHeader(&b, header{Seq: 0x0102030405060708, Step: 0x0a0b0c0d, Len: 0x10})
+	var b [HeaderSize]byte
+	Put(&b, Header{Seq: 0x0102030405060708, Step: 0x0a0b0c0d, Len: 0x10})
 	want := []byte{'G', 'V', 1, 0, 0x0d, 0x0c, 0x0b, 0x0a,
 		8, 7, 6, 5, 4, 3, 2, 1, 0x10, 0, 0, 0, 0, 0, 0, 0}
 	if !bytes.Equal(b[:], want) {
@@ -34,8 +34,8 @@ func TestHeaderBytes(t *testing.T) {
 
 func TestDecodeHeaderRejects(t *testing.T) {
 	good := func() []byte {
-		var b [headerSize]byte
-		putHeader(&b, header{Seq: 1, Step: 1, Len: 8})
+		var b [HeaderSize]byte
+		Put(&b, Header{Seq: 1, Step: 1, Len: 8})
 		return b[:]
 	}
 	cases := []struct {
@@ -43,7 +43,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		edit func([]byte) []byte
 		want string
 	}{
-		{"short", func(b []byte) []byte { return b[:headerSize-1] }, "23 bytes"},
+		{"short", func(b []byte) []byte { return b[:HeaderSize-1] }, "23 bytes"},
 		{"long", func(b []byte) []byte { return append(b, 0) }, "25 bytes"},
 		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }, "magic"},
 		{"version", func(b []byte) []byte { b[2] = 2; return b }, "version 2"},
@@ -51,28 +51,28 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		{"length", func(b []byte) []byte { b[23] = 0x80; return b }, "exceeds"},
 	}
 	for _, c := range cases {
-		_, err := decodeHeader(c.edit(good()))
+		_, err := Decode(c.edit(good()))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want one mentioning %q", c.name, err, c.want)
 		}
 	}
 }
 
-// FuzzDecodeHeader checks that decodeHeader never panics and that whatever
+// FuzzDecodeHeader checks that Decode never panics and that whatever
 // it accepts encodes back to the same bytes.
 func FuzzDecodeHeader(f *testing.F) {
-	var b [headerSize]byte
-	putHeader(&b, header{Seq: 7, Step: 3, Len: 4096})
+	var b [HeaderSize]byte
+	Put(&b, Header{Seq: 7, Step: 3, Len: 4096})
 	f.Add(b[:])
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-	f.Add(make([]byte, headerSize))
+	f.Add(make([]byte, HeaderSize))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		h, err := decodeHeader(in)
+		h, err := Decode(in)
 		if err != nil {
 			return
 		}
-		var out [headerSize]byte
-		putHeader(&out, h)
+		var out [HeaderSize]byte
+		Put(&out, h)
 		if !bytes.Equal(out[:], in) {
 			t.Fatalf("decode accepted % x as %+v, which encodes to % x", in, h, out)
 		}

@@ -1,0 +1,96 @@
+// Package frame is the frame format of every link of package tcptransport,
+// over TCP and through shared memory alike: a 24-byte header, then the
+// payload.
+package frame
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/gorovod/gorovod/collective"
+)
+
+// Frame header layout, 24 bytes, integers little-endian:
+//
+//	offset size field
+//	0      2    magic "GV"
+//	2      1    version (1)
+//	3      1    reserved, zero
+//	4      4    Step
+//	8      8    Seq
+//	16     8    Len: payload bytes that follow the header
+//
+// The magic, version and reserved byte catch a desynchronised or foreign
+// stream at the first header instead of after a huge bogus read.
+const (
+	// HeaderSize is the bytes of a frame header.
+	HeaderSize   = 24
+	frameMagic   = "GV"
+	frameVersion = 1
+)
+
+// Header is the decoded form of a frame header.
+type Header struct {
+	Seq  uint64 // the message's collective.Tag.Seq
+	Step uint32 // the message's collective.Tag.Step
+	Len  uint64 // payload bytes that follow the header
+}
+
+// Put encodes h into b.
+func Put(b *[HeaderSize]byte, h Header) {
+	b[0], b[1], b[2], b[3] = frameMagic[0], frameMagic[1], frameVersion, 0
+	binary.LittleEndian.PutUint32(b[4:8], h.Step)
+	binary.LittleEndian.PutUint64(b[8:16], h.Seq)
+	binary.LittleEndian.PutUint64(b[16:24], h.Len)
+}
+
+// Decode parses one frame header. It rejects input of the wrong size,
+// a foreign magic or version, a non-zero reserved byte and a length that
+// does not fit in an int (no Go slice could receive it).
+func Decode(b []byte) (Header, error) {
+	if len(b) != HeaderSize {
+		return Header{}, fmt.Errorf("frame header is %d bytes, want %d", len(b), HeaderSize)
+	}
+	if string(b[0:2]) != frameMagic {
+		return Header{}, fmt.Errorf("bad frame magic %#x", b[0:2])
+	}
+	if b[2] != frameVersion {
+		return Header{}, fmt.Errorf("frame version %d, want %d", b[2], frameVersion)
+	}
+	if b[3] != 0 {
+		return Header{}, fmt.Errorf("reserved frame byte is %#x, want 0", b[3])
+	}
+	h := Header{
+		Step: binary.LittleEndian.Uint32(b[4:8]),
+		Seq:  binary.LittleEndian.Uint64(b[8:16]),
+		Len:  binary.LittleEndian.Uint64(b[16:24]),
+	}
+	if h.Len > math.MaxInt {
+		return Header{}, fmt.Errorf("frame length %d exceeds %d", h.Len, math.MaxInt)
+	}
+	return h, nil
+}
+
+// Check decodes the frame header hdr and checks it against the tag and
+// payload length n that a receive expects; its error says what is wrong.
+func Check(hdr []byte, tag collective.Tag, n int) error {
+	h, err := Decode(hdr)
+	if err != nil {
+		return err
+	}
+	if h.Seq != tag.Seq || h.Step != tag.Step || h.Len != uint64(n) {
+		return fmt.Errorf("expected seq %d step %d len %d, got seq %d step %d len %d",
+			tag.Seq, tag.Step, n, h.Seq, h.Step, h.Len)
+	}
+	return nil
+}
+
+// PartsLen is the payload bytes of a frame of parts end to end.
+func PartsLen(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
