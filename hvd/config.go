@@ -5,7 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/settings"
 )
 
@@ -48,24 +48,24 @@ type Config struct {
 	// Comm tunes the collective communicator.
 	Comm collective.Options
 	// Plan says how to join a job that gorun did not start (ConfigFromEnv
-	// makes it with runner.Detect): which launcher, whether this rank
+	// makes it with jobenv.Detect): which launcher, whether this rank
 	// serves the rendezvous, and what to work out from the peer table. The
 	// zero value joins gorun's rendezvous as the Config says.
-	Plan runner.JoinPlan
+	Plan jobenv.JoinPlan
 }
 
 // DefaultConfig returns the Config of a job of one rank (rank 0 of 1, on
 // one host) with every knob at its default (settings.Defaults).
-func DefaultConfig() Config { return configOf(runner.DefaultWorkerEnv(), runner.JoinPlan{}) }
+func DefaultConfig() Config { return configOf(jobenv.DefaultEnv(), jobenv.JoinPlan{}) }
 
 // ConfigFromEnv reads, through getenv (os.Getenv in a rank), the Config
 // that the launcher which started this process describes: gorun's GOROVOD_*
 // variables or, without them, those of Slurm, Open MPI, MPICH, torchrun or
-// a GOROVOD_CLUSTER spec (see runner.Detect), with the knobs of the
+// a GOROVOD_CLUSTER spec (see jobenv.Detect), with the knobs of the
 // GOROVOD_* variables that are set. With none of them it is DefaultConfig.
 // Unlike Init it leaves GOROVOD_SECRET in the environment.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	env, plan, err := runner.Detect(getenv)
+	env, plan, err := jobenv.Detect(getenv)
 	if err != nil {
 		return Config{}, fmt.Errorf("hvd: reading the launcher's environment: %w", err)
 	}
@@ -73,7 +73,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 // configOf returns the Config of the worker environment env joined by plan.
-func configOf(env runner.WorkerEnv, plan runner.JoinPlan) Config {
+func configOf(env jobenv.Env, plan jobenv.JoinPlan) Config {
 	return Config{
 		Rank: env.Rank, Size: env.Size,
 		LocalRank: env.LocalRank, LocalSize: env.LocalSize,
@@ -85,16 +85,16 @@ func configOf(env runner.WorkerEnv, plan runner.JoinPlan) Config {
 
 // workerEnv returns c's place in the job and knobs as the launcher–worker
 // contract holds them; DefaultWorkerEnv when Size is 0.
-func (c Config) workerEnv() runner.WorkerEnv {
+func (c Config) workerEnv() jobenv.Env {
 	if c.Size == 0 {
-		return runner.DefaultWorkerEnv()
+		return jobenv.DefaultEnv()
 	}
 	return c.env()
 }
 
 // env is workerEnv without the default for Size 0.
-func (c Config) env() runner.WorkerEnv {
-	return runner.WorkerEnv{
+func (c Config) env() jobenv.Env {
+	return jobenv.Env{
 		Rank: c.Rank, Size: c.Size,
 		LocalRank: c.LocalRank, LocalSize: c.LocalSize,
 		CrossRank: c.CrossRank, CrossSize: c.CrossSize,
@@ -113,6 +113,6 @@ func (c Config) String() string {
 // Config can reveal the secret.
 func (c Config) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(c.String())) }
 
-// LogValue makes log/slog record c as the group runner.WorkerEnv records,
+// LogValue makes log/slog record c as the group jobenv.Env records,
 // with the secret redacted.
 func (c Config) LogValue() slog.Value { return c.env().LogValue() }

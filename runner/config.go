@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/settings"
 )
 
@@ -40,7 +41,7 @@ type Config struct {
 	// Dir is the ranks' working directory; "" means gorun's.
 	Dir string
 
-	// Knobs are the tuning knobs passed to every rank (see WorkerEnv).
+	// Knobs are the tuning knobs passed to every rank (see jobenv.Env).
 	// Their StartTimeout also bounds the pre-launch host checks, and their
 	// LogLevel is gorun's too (see Logger).
 	settings.Knobs
@@ -156,7 +157,7 @@ func DefaultConfig() Config {
 // Validate checks c and returns one error per broken invariant (joined with
 // errors.Join), nil if c can be launched. Errors wrap ErrConfig, or the
 // sentinel of the host or knob at fault (ErrNumProc, ErrSlots, ErrHosts,
-// ErrEnv).
+// jobenv.ErrEnv).
 func (c Config) Validate() error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
@@ -274,8 +275,8 @@ func (c Config) hosts() []Host {
 
 // jobEnv returns the worker environment shared by every rank of the job:
 // the knobs, without identity, address or secret.
-func (c Config) jobEnv() WorkerEnv {
-	e := DefaultWorkerEnv()
+func (c Config) jobEnv() jobenv.Env {
+	e := jobenv.DefaultEnv()
 	e.BindAddr = c.NetworkInterface
 	e.Knobs = c.Knobs
 	return e
@@ -287,7 +288,7 @@ func (c Config) jobEnv() WorkerEnv {
 // info.
 func (c Config) gorunLevel() slog.Level {
 	level := slog.LevelWarn
-	if l, err := slogLevel(c.LogLevel); err == nil && (l < slog.LevelInfo || l > slog.LevelWarn) {
+	if l, err := (jobenv.Env{Knobs: c.Knobs}).SlogLevel(); err == nil && (l < slog.LevelInfo || l > slog.LevelWarn) {
 		level = l
 	}
 	if c.Verbose {

@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // KnobVars returns the GOROVOD_ variables through which a Config's start
-// timeout and tuning knobs reach the ranks (see WorkerEnv): every variable
+// timeout and tuning knobs reach the ranks (see jobenv.Env): every variable
 // that KnobsFromEnviron reads.
 func KnobVars() []string {
-	return []string{EnvStartTimeout, EnvFusionThreshold, EnvCycleTime, EnvCacheCapacity,
-		EnvStallCheckTime, EnvStallShutdownTime, EnvTimeline, EnvLogLevel, EnvOpTimeout, EnvNoSharedMemory,
-		EnvHierarchical, EnvAutotune, EnvAutotuneLog, EnvTLS}
+	return []string{jobenv.EnvStartTimeout, jobenv.EnvFusionThreshold, jobenv.EnvCycleTime, jobenv.EnvCacheCapacity,
+		jobenv.EnvStallCheckTime, jobenv.EnvStallShutdownTime, jobenv.EnvTimeline, jobenv.EnvLogLevel, jobenv.EnvOpTimeout, jobenv.EnvNoSharedMemory,
+		jobenv.EnvHierarchical, jobenv.EnvAutotune, jobenv.EnvAutotuneLog, jobenv.EnvTLS}
 }
 
 // KnobsFromEnviron gives the knobs of c that were not set explicitly the
@@ -26,7 +28,7 @@ func KnobVars() []string {
 // Values are read as the ranks read them (FromEnviron: Go durations,
 // decimal integers, GOROVOD_FUSION_THRESHOLD in bytes,
 // GOROVOD_NO_SHARED_MEMORY 1 or 0) and checked together with the knobs
-// already in c. A bad value is an error wrapping ErrEnv that names the
+// already in c. A bad value is an error wrapping jobenv.ErrEnv that names the
 // variable and its value, and c is then left unchanged. When the knobs already in c are broken by
 // themselves, it leaves c unchanged and returns nil: Validate reports them.
 // given may be nil (nothing set explicitly).
@@ -35,7 +37,7 @@ func (c *Config) KnobsFromEnviron(getenv func(string) string, given func(name st
 	if own.Validate() != nil {
 		return nil
 	}
-	vars := own.knobEnviron()
+	vars := knobEnviron(own)
 	var taken []string
 	for _, name := range KnobVars() {
 		if given != nil && given(name) {
@@ -48,7 +50,7 @@ func (c *Config) KnobsFromEnviron(getenv func(string) string, given func(name st
 	if len(taken) == 0 {
 		return nil
 	}
-	env, _, err := FromEnviron(func(name string) string { return vars[name] })
+	env, _, err := jobenv.FromEnviron(func(name string) string { return vars[name] })
 	if err != nil {
 		return errors.Join(err, fromEnvironHint(err, taken))
 	}
@@ -70,14 +72,14 @@ func fromEnvironHint(err error, taken []string) error {
 	}
 	if len(named) == 1 {
 		return fmt.Errorf("%w: %s comes from gorun's environment, as no flag sets it; fix or unset it, or give the flag",
-			ErrEnv, named[0])
+			jobenv.ErrEnv, named[0])
 	}
 	return fmt.Errorf("%w: %s and %s come from gorun's environment, as no flag sets them; fix or unset them, or give the flags",
-		ErrEnv, strings.Join(named[:len(named)-1], ", "), named[len(named)-1])
+		jobenv.ErrEnv, strings.Join(named[:len(named)-1], ", "), named[len(named)-1])
 }
 
 // knobEnviron returns the KnobVars of e, by name, as Environ writes them.
-func (e WorkerEnv) knobEnviron() map[string]string {
+func knobEnviron(e jobenv.Env) map[string]string {
 	knobs := KnobVars()
 	vars := make(map[string]string, len(knobs))
 	for _, kv := range e.Environ() {

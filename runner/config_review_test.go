@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/settings"
 )
 
@@ -130,10 +131,10 @@ func TestLaunchLogLevelDebug(t *testing.T) {
 // launcher's environment, read as the ranks read them; explicit ones win.
 func TestKnobsFromEnviron(t *testing.T) {
 	env := map[string]string{
-		EnvStartTimeout: "45s", EnvFusionThreshold: "1048576", EnvCycleTime: "2ms", EnvCacheCapacity: "7",
-		EnvStallCheckTime: "10s", EnvStallShutdownTime: "20s", EnvTimeline: "/tmp/tl.json",
-		EnvLogLevel: "debug", EnvOpTimeout: "1m", EnvNoSharedMemory: "1",
-		EnvHierarchical: "on", EnvAutotune: "1", EnvAutotuneLog: "/tmp/tune.csv", EnvTLS: "1",
+		jobenv.EnvStartTimeout: "45s", jobenv.EnvFusionThreshold: "1048576", jobenv.EnvCycleTime: "2ms", jobenv.EnvCacheCapacity: "7",
+		jobenv.EnvStallCheckTime: "10s", jobenv.EnvStallShutdownTime: "20s", jobenv.EnvTimeline: "/tmp/tl.json",
+		jobenv.EnvLogLevel: "debug", jobenv.EnvOpTimeout: "1m", jobenv.EnvNoSharedMemory: "1",
+		jobenv.EnvHierarchical: "on", jobenv.EnvAutotune: "1", jobenv.EnvAutotuneLog: "/tmp/tune.csv", jobenv.EnvTLS: "1",
 	}
 	c := DefaultConfig()
 	if err := c.KnobsFromEnviron(func(k string) string { return env[k] }, nil); err != nil {
@@ -151,7 +152,7 @@ func TestKnobsFromEnviron(t *testing.T) {
 
 	c = DefaultConfig()
 	c.LogLevel, c.StallWarning = "warn", 5*time.Second // given explicitly
-	given := func(name string) bool { return name == EnvLogLevel || name == EnvStallCheckTime }
+	given := func(name string) bool { return name == jobenv.EnvLogLevel || name == jobenv.EnvStallCheckTime }
 	if err := c.KnobsFromEnviron(func(k string) string { return env[k] }, given); err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +167,14 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name, value, want string
 	}{
-		{EnvCycleTime, "fast", `GOROVOD_CYCLE_TIME="fast": not a Go duration`},
-		{EnvCycleTime, "0s", "GOROVOD_CYCLE_TIME=0s: must be positive"},
-		{EnvCacheCapacity, "-1", "GOROVOD_CACHE_CAPACITY=-1: must not be negative"},
-		{EnvFusionThreshold, "64MB", `GOROVOD_FUSION_THRESHOLD="64MB": not a decimal integer`},
-		{EnvLogLevel, "loud", `GOROVOD_LOG_LEVEL="loud"`},
-		{EnvNoSharedMemory, "yes", `GOROVOD_NO_SHARED_MEMORY="yes": not 1 or 0`},
-		{EnvTLS, "on", `GOROVOD_TLS="on": not 1 or 0`},
-		{EnvStallShutdownTime, "30s", "GOROVOD_STALL_SHUTDOWN_TIME=30s: must not be shorter than GOROVOD_STALL_CHECK_TIME=1m0s"},
+		{jobenv.EnvCycleTime, "fast", `GOROVOD_CYCLE_TIME="fast": not a Go duration`},
+		{jobenv.EnvCycleTime, "0s", "GOROVOD_CYCLE_TIME=0s: must be positive"},
+		{jobenv.EnvCacheCapacity, "-1", "GOROVOD_CACHE_CAPACITY=-1: must not be negative"},
+		{jobenv.EnvFusionThreshold, "64MB", `GOROVOD_FUSION_THRESHOLD="64MB": not a decimal integer`},
+		{jobenv.EnvLogLevel, "loud", `GOROVOD_LOG_LEVEL="loud"`},
+		{jobenv.EnvNoSharedMemory, "yes", `GOROVOD_NO_SHARED_MEMORY="yes": not 1 or 0`},
+		{jobenv.EnvTLS, "on", `GOROVOD_TLS="on": not 1 or 0`},
+		{jobenv.EnvStallShutdownTime, "30s", "GOROVOD_STALL_SHUTDOWN_TIME=30s: must not be shorter than GOROVOD_STALL_CHECK_TIME=1m0s"},
 	} {
 		c := DefaultConfig()
 		err := c.KnobsFromEnviron(func(k string) string {
@@ -182,9 +183,9 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 			}
 			return ""
 		}, nil)
-		if !errors.Is(err, ErrEnv) || !strings.Contains(err.Error(), tt.want) ||
+		if !errors.Is(err, jobenv.ErrEnv) || !strings.Contains(err.Error(), tt.want) ||
 			!strings.Contains(err.Error(), tt.name+" comes from gorun's environment") {
-			t.Errorf("%s=%s: %v\nwant ErrEnv containing %s", tt.name, tt.value, err, tt.want)
+			t.Errorf("%s=%s: %v\nwant jobenv.ErrEnv containing %s", tt.name, tt.value, err, tt.want)
 		}
 		if c.Knobs != settings.Defaults() {
 			t.Errorf("%s=%s: config changed by a failed call: %+v", tt.name, tt.value, c)
@@ -194,8 +195,8 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 	c := DefaultConfig()
 	c.StallWarning = 10 * time.Second
 	err := c.KnobsFromEnviron(func(k string) string {
-		return map[string]string{EnvStallShutdownTime: "30s"}[k]
-	}, func(name string) bool { return name == EnvStallCheckTime })
+		return map[string]string{jobenv.EnvStallShutdownTime: "30s"}[k]
+	}, func(name string) bool { return name == jobenv.EnvStallCheckTime })
 	if err != nil || c.StallShutdown != 30*time.Second {
 		t.Errorf("stall shutdown 30s from the environment with a 10s check: %v, %v", c.StallShutdown, err)
 	}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // blacklistCooldown is how long a host where a rank failed gets no new
@@ -38,7 +41,7 @@ type elasticState struct {
 	deadline      <-chan time.Time // the end of the wait for MinNP ranks, or nil
 	alive         *time.Ticker     // when to look at the members' heartbeats
 	beats         map[int]beat     // by launch index: the last heartbeat seen
-	env           WorkerEnv
+	env           jobenv.Env
 	spawnerFor    func(string) Spawner
 	forward       []string
 }
@@ -63,10 +66,10 @@ func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host,
 
 // startElastic publishes the first generation (every started rank, in
 // launch order) and starts the discovery loop when there is a script.
-func (j *job) startElastic(ctx context.Context, hosts []Host, env WorkerEnv, spawnerFor func(string) Spawner) error {
+func (j *job) startElastic(ctx context.Context, hosts []Host, env jobenv.Env, spawnerFor func(string) Spawner) error {
 	j.elastic = &elasticState{removing: map[int]time.Time{}, banned: map[string]time.Time{}, hosts: hosts,
 		env: env, spawnerFor: spawnerFor, forward: forwardedEnv(j.cfg.ForwardEnv),
-		alive: time.NewTicker(HeartbeatInterval), beats: map[int]beat{}}
+		alive: time.NewTicker(jobenv.HeartbeatInterval), beats: map[int]beat{}}
 	for _, r := range j.ranks {
 		if r != nil {
 			j.elastic.members = append(j.elastic.members, r.slot.Rank)
@@ -115,14 +118,14 @@ func (j *job) discover(ctx context.Context, ch chan<- discovery) {
 func (j *job) publish() error {
 	e := j.elastic
 	e.gen++
-	g := Generation{N: e.gen}
+	g := jobenv.Generation{N: e.gen}
 	for _, rank := range e.members {
 		h := j.ranks[rank].slot.Host
-		g.Members = append(g.Members, ElasticMember{ID: elasticID(h, rank), Host: h})
+		g.Members = append(g.Members, jobenv.ElasticMember{ID: elasticID(h, rank), Host: h})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := PublishGeneration(ctx, j.srv, g); err != nil {
+	if err := jobenv.PublishGeneration(ctx, j.srv, g); err != nil {
 		return fmt.Errorf("runner: publishing generation %d of the elastic job: %w", g.N, err)
 	}
 	for r, launched := range e.members { // their output shows the rank they have from now on
@@ -196,7 +199,7 @@ func (j *job) failed(ranks []int, err error) error {
 
 // checkAlive kills the workers gorun stopped that outlived the grace
 // period, and counts as failed the members whose heartbeat counter has
-// stood still for runner.HeartbeatLimit (their host is cut off, or they
+// stood still for jobenv.HeartbeatLimit (their host is cut off, or they
 // hang), or that have sent none within the start timeout and that limit:
 // they are killed (as far as a cut-off host allows) and the job goes on
 // without them.
@@ -213,11 +216,11 @@ func (j *job) checkAlive() error {
 	for _, r := range e.members {
 		b := e.beats[r]
 		id := elasticID(j.ranks[r].slot.Host, r)
-		if v, ok := j.srv.Value(AliveKey(id)); ok && (!b.seen || string(v) != b.value) {
+		if v, ok := j.srv.Value(jobenv.AliveKey(id)); ok && (!b.seen || string(v) != b.value) {
 			e.beats[r] = beat{value: string(v), at: now, seen: true}
 			continue
 		}
-		limit := HeartbeatLimit
+		limit := jobenv.HeartbeatLimit
 		if !b.seen {
 			limit += j.cfg.StartTimeout
 		}
@@ -237,7 +240,7 @@ func (j *job) checkAlive() error {
 	// little later go with the first, rather than a generation later.
 	for _, r := range e.members {
 		h, b := j.ranks[r].slot.Host, e.beats[r]
-		if !slices.Contains(silent, r) && b.seen && now.Sub(b.at) >= 2*HeartbeatInterval &&
+		if !slices.Contains(silent, r) && b.seen && now.Sub(b.at) >= 2*jobenv.HeartbeatInterval &&
 			slices.ContainsFunc(silent, func(x int) bool { return j.ranks[x].slot.Host == h }) {
 			silent = append(silent, r)
 			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v either", r, h, now.Sub(b.at).Round(100*time.Millisecond)))
@@ -262,7 +265,7 @@ func (j *job) rediscover(d discovery) error {
 	e.hosts = d.hosts
 	left := false
 	for _, r := range slices.Clone(e.members) {
-		if h := j.ranks[r].slot.Host; !slices.ContainsFunc(d.hosts, func(x Host) bool { return hostKey(x.Name) == hostKey(h) }) {
+		if h := j.ranks[r].slot.Host; !slices.ContainsFunc(d.hosts, func(x Host) bool { return hostlist.Key(x.Name) == hostlist.Key(h) }) {
 			e.drop(r)
 			e.removing[r] = time.Now()
 			left = true
@@ -297,12 +300,12 @@ func (j *job) shareOn(host string) CPUShare {
 	e := j.elastic
 	used := 0
 	for _, r := range e.members {
-		if hostKey(j.ranks[r].slot.Host) == hostKey(host) {
+		if hostlist.Key(j.ranks[r].slot.Host) == hostlist.Key(host) {
 			used++
 		}
 	}
 	for _, h := range e.hosts {
-		if hostKey(h.Name) == hostKey(host) && used < h.Slots {
+		if hostlist.Key(h.Name) == hostlist.Key(host) && used < h.Slots {
 			return CPUShare{Index: used, Of: h.Slots, Bind: j.cfg.BindTo == BindCore}
 		}
 	}
@@ -315,7 +318,7 @@ func (j *job) freeSlots(n int) []string {
 	e := j.elastic
 	used := map[string]int{}
 	for _, r := range e.members {
-		used[hostKey(j.ranks[r].slot.Host)]++
+		used[hostlist.Key(j.ranks[r].slot.Host)]++
 	}
 	var out []string
 	now := time.Now()
@@ -323,7 +326,7 @@ func (j *job) freeSlots(n int) []string {
 		if now.Before(e.banned[h.Name]) {
 			continue
 		}
-		for range h.Slots - used[hostKey(h.Name)] {
+		for range h.Slots - used[hostlist.Key(h.Name)] {
 			if len(out) == n {
 				return out
 			}
@@ -403,7 +406,7 @@ func (j *job) spawnElastic(host string) error {
 	s := Slot{Host: host, Rank: rank, Size: rank + 1, LocalSize: 1, CrossSize: 1}
 	c := Command{
 		Argv: j.cfg.Command,
-		Env:  append(append(slices.Clone(e.forward), e.env.ForSlot(s).Environ()...), EnvElasticID+"="+elasticID(host, rank)),
+		Env:  append(append(slices.Clone(e.forward), e.env.ForSlot(jobenv.Slot(s)).Environ()...), jobenv.EnvElasticID+"="+elasticID(host, rank)),
 		Dir:  j.cfg.Dir,
 		CPUs: j.shareOn(host),
 	}

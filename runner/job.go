@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -86,7 +87,7 @@ func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Sl
 
 // spawnAll starts every rank in order and returns the first spawn error.
 // It stops early, without error, when ctx ends (watch reports that).
-func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(string) Spawner) error {
+func (j *job) spawnAll(ctx context.Context, env jobenv.Env, spawnerFor func(string) Spawner) error {
 	forward := forwardedEnv(j.cfg.ForwardEnv)
 	for _, s := range j.slots {
 		if ctx.Err() != nil {
@@ -94,12 +95,12 @@ func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(strin
 		}
 		c := Command{
 			Argv: j.cfg.Command,
-			Env:  append(append([]string(nil), forward...), env.ForSlot(s).Environ()...),
+			Env:  append(append([]string(nil), forward...), env.ForSlot(jobenv.Slot(s)).Environ()...),
 			Dir:  j.cfg.Dir,
 			CPUs: CPUShare{Index: s.LocalRank, Of: s.LocalSize, Bind: j.cfg.BindTo == BindCore},
 		}
 		if j.cfg.MinNP > 0 {
-			c.Env = append(c.Env, EnvElasticID+"="+elasticID(s.Host, s.Rank))
+			c.Env = append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank))
 		}
 		if err := j.spawn(ctx, s, c, len(forward), spawnerFor(s.Host)); err != nil {
 			if ctx.Err() != nil {
@@ -120,7 +121,7 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 	}
 	if j.cfg.Verbose {
 		j.log.Info("gorun: spawn", "rank", s.Rank, "host", s.Host, "argv", c.Argv, "dir", c.Dir,
-			"env", RedactEnviron(c.Env[nForward:]), "forward", forwardNames(c.Env[:nForward]))
+			"env", jobenv.RedactEnviron(c.Env[nForward:]), "forward", forwardNames(c.Env[:nForward]))
 	}
 	p, err := sp.Spawn(ctx, s, c, out.Stdout, out.Stderr)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // sshMaxArg is the longest remote command, and the longest NAME=value a
@@ -178,7 +180,7 @@ func sshEnviron(base, forward, cmdEnv []string) ([]string, error) {
 		if !hasValue {
 			value, hasValue = sshLookupEnv(base, name)
 		}
-		if hasValue && name != EnvSecret {
+		if hasValue && name != jobenv.EnvSecret {
 			e.set(name, value)
 		}
 	}
@@ -249,7 +251,7 @@ func sshDenied(name string) bool {
 	case "HOME", "USER", "LOGNAME", "SHELL", "HOSTNAME", "HOST", "PWD", "OLDPWD", "SHLVL", "_",
 		"MAIL", "TMPDIR", "TERM", "TERMCAP", "COLORTERM", "DISPLAY", "XAUTHORITY", "WINDOWID",
 		"LS_COLORS", "DBUS_SESSION_BUS_ADDRESS", "SESSION_MANAGER", "KRB5CCNAME",
-		"TMUX", "TMUX_PANE", "STY", "CUDA_VISIBLE_DEVICES", EnvSecret:
+		"TMUX", "TMUX_PANE", "STY", "CUDA_VISIBLE_DEVICES", jobenv.EnvSecret:
 		return true
 	}
 	for _, prefix := range []string{"SSH_", "XDG_", "SUDO_", "TERM_", "BASH_FUNC_"} {

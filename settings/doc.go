@@ -6,7 +6,7 @@
 // It is a leaf: it imports only the standard library, so the launcher
 // (runner, cmd/gorun), the user API (hvd) and the engine
 // (collective/engine) all embed the same structs instead of copying their
-// fields. Nothing here reads the environment: runner/env.go is the one
+// fields. Nothing here reads the environment: jobenv/env.go is the one
 // place that names the GOROVOD_* variables that carry these knobs to every
 // rank, and it validates them there.
 package settings

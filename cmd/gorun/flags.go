@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -111,20 +112,20 @@ func flags() []cli.Flag {
 // gorun's own environment sets it (runner.Config.KnobsFromEnviron).
 func knobFlags() map[string]string {
 	return map[string]string{
-		runner.EnvStartTimeout:      "start-timeout",
-		runner.EnvFusionThreshold:   "fusion-threshold-mb",
-		runner.EnvCycleTime:         "cycle-time-ms",
-		runner.EnvCacheCapacity:     "cache-capacity",
-		runner.EnvStallCheckTime:    "stall-check-time",
-		runner.EnvStallShutdownTime: "stall-shutdown-time",
-		runner.EnvTimeline:          "timeline-filename",
-		runner.EnvLogLevel:          "log-level",
-		runner.EnvOpTimeout:         "op-timeout",
-		runner.EnvNoSharedMemory:    "no-shared-memory",
-		runner.EnvHierarchical:      "hierarchical-allreduce",
-		runner.EnvAutotune:          "autotune",
-		runner.EnvAutotuneLog:       "autotune-log",
-		runner.EnvTLS:               "tls",
+		jobenv.EnvStartTimeout:      "start-timeout",
+		jobenv.EnvFusionThreshold:   "fusion-threshold-mb",
+		jobenv.EnvCycleTime:         "cycle-time-ms",
+		jobenv.EnvCacheCapacity:     "cache-capacity",
+		jobenv.EnvStallCheckTime:    "stall-check-time",
+		jobenv.EnvStallShutdownTime: "stall-shutdown-time",
+		jobenv.EnvTimeline:          "timeline-filename",
+		jobenv.EnvLogLevel:          "log-level",
+		jobenv.EnvOpTimeout:         "op-timeout",
+		jobenv.EnvNoSharedMemory:    "no-shared-memory",
+		jobenv.EnvHierarchical:      "hierarchical-allreduce",
+		jobenv.EnvAutotune:          "autotune",
+		jobenv.EnvAutotuneLog:       "autotune-log",
+		jobenv.EnvTLS:               "tls",
 	}
 }
 
