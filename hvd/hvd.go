@@ -49,7 +49,7 @@ func Init(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hvd: reading the launcher's environment: %w", err)
 	}
-	rt, err := NewRuntime(ctx, configOf(env, plan))
+	rt, err := NewRuntime(ctx, Config{Env: env, Plan: plan})
 	if err != nil {
 		return err
 	}
