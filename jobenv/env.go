@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/settings"
@@ -20,7 +19,9 @@ import (
 // Names of the environment variables that gorun sets for every worker.
 // The first ten say who the worker is and how it reaches the others; the
 // rest carry the fields of settings.Knobs (named in the comments), and an
-// unset or empty one keeps its default (settings.Defaults).
+// unset or empty one keeps its default (settings.Defaults). A knob's
+// variable is defined in settings.Table, which Environ and FromEnviron
+// follow; the constants here name the knobs that code refers to.
 const (
 	EnvRank              = "GOROVOD_RANK"                   // global rank
 	EnvSize              = "GOROVOD_SIZE"                   // number of ranks
@@ -142,6 +143,23 @@ func FromEnviron(getenv func(string) string) (env Env, present bool, err error) 
 		return Env{}, present, err
 	}
 	return env, present, nil
+}
+
+// Set gives the variable name of the contract the value s, as FromEnviron
+// reads it. A value that does not parse, or a name that is not the
+// contract's, is an error wrapping ErrEnv that names the variable and the
+// value (never the secret's). Set does not Validate e.
+func (e *Env) Set(name, s string) error {
+	for _, v := range envVars() {
+		if v.name != name {
+			continue
+		}
+		if err := v.set(e, s); err != nil {
+			return fmt.Errorf("%w: %s=%s: %w", ErrEnv, v.name, v.quote(s), err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not a variable of the contract", ErrEnv, name)
 }
 
 // Validate checks the invariants of e and returns one error per broken
@@ -279,9 +297,10 @@ func (v envVar) quote(s string) string {
 	return strconv.Quote(clip(s, maxQuoted))
 }
 
-// envVars lists the contract: every variable, in the order Environ writes them.
+// envVars lists the contract: every variable, in the order Environ writes
+// them: the identity, then the knobs of settings.Table.
 func envVars() []envVar {
-	return []envVar{
+	vars := []envVar{
 		rankVar(EnvRank, func(e *Env) *int { return &e.Rank }),
 		rankVar(EnvSize, func(e *Env) *int { return &e.Size }),
 		rankVar(EnvLocalRank, func(e *Env) *int { return &e.LocalRank }),
@@ -292,49 +311,22 @@ func envVars() []envVar {
 		identityVar(stringVar(EnvRendezvousAddr, func(e *Env) *string { return &e.RendezvousAddr })),
 		identityVar(secretVar(EnvSecret)),
 		stringVar(EnvBindAddr, func(e *Env) *string { return &e.BindAddr }),
-		durationVar(EnvStartTimeout, func(e *Env) *time.Duration { return &e.StartTimeout }),
-		int64Var(EnvFusionThreshold, func(e *Env) *int64 { return &e.FusionThreshold }),
-		durationVar(EnvCycleTime, func(e *Env) *time.Duration { return &e.CycleTime }),
-		intVar(EnvCacheCapacity, func(e *Env) *int { return &e.CacheCapacity }),
-		durationVar(EnvStallCheckTime, func(e *Env) *time.Duration { return &e.StallWarning }),
-		durationVar(EnvStallShutdownTime, func(e *Env) *time.Duration { return &e.StallShutdown }),
-		stringVar(EnvTimeline, func(e *Env) *string { return &e.TimelinePath }),
-		stringVar(EnvLogLevel, func(e *Env) *string { return &e.LogLevel }),
-		durationVar(EnvOpTimeout, func(e *Env) *time.Duration { return &e.OpTimeout }),
-		boolVar(EnvNoSharedMemory, func(e *Env) *bool { return &e.NoSharedMemory }),
-		switchVar(EnvHierarchical, func(e *Env) *settings.Switch { return &e.Hierarchical }),
-		boolVar(EnvAutotune, func(e *Env) *bool { return &e.Autotune }),
-		stringVar(EnvAutotuneLog, func(e *Env) *string { return &e.AutotuneLogPath }),
-		boolVar(EnvTLS, func(e *Env) *bool { return &e.TLS }),
 	}
-}
-
-// boolVar binds a flag written "1" (set) or "0" (unset, the default).
-func boolVar(name string, field func(*Env) *bool) envVar {
-	return envVar{name: name,
-		get: func(e *Env) string {
-			if *field(e) {
-				return "1"
-			}
-			return "0"
-		},
-		set: func(e *Env, s string) error {
-			switch s {
-			case "1":
-				*field(e) = true
-			case "0":
-				*field(e) = false
-			default:
-				return errors.New("not 1 or 0")
-			}
-			return nil
-		},
+	for _, k := range settings.Table() {
+		vars = append(vars, envVar{name: k.Var,
+			get: func(e *Env) string { return k.Env(&e.Knobs).String() },
+			set: func(e *Env, s string) error { return k.Env(&e.Knobs).Set(s) },
+		})
 	}
+	return vars
 }
 
 // rankVar is a required identity integer (ranks and sizes).
 func rankVar(name string, field func(*Env) *int) envVar {
-	v := identityVar(intVar(name, field))
+	v := identityVar(envVar{name: name,
+		get: func(e *Env) string { return strconv.Itoa(*field(e)) },
+		set: func(e *Env, s string) (err error) { *field(e), err = settings.ParseInt[int](s); return err },
+	})
 	v.required = true
 	return v
 }
@@ -343,64 +335,6 @@ func rankVar(name string, field func(*Env) *int) envVar {
 func identityVar(v envVar) envVar {
 	v.identity = true
 	return v
-}
-
-// intVar binds a decimal int.
-func intVar(name string, field func(*Env) *int) envVar {
-	return envVar{name: name,
-		get: func(e *Env) string { return strconv.Itoa(*field(e)) },
-		set: func(e *Env, s string) (err error) { *field(e), err = parseInt[int](s); return err },
-	}
-}
-
-// int64Var binds a decimal int64.
-func int64Var(name string, field func(*Env) *int64) envVar {
-	return envVar{name: name,
-		get: func(e *Env) string { return strconv.FormatInt(*field(e), 10) },
-		set: func(e *Env, s string) (err error) { *field(e), err = parseInt[int64](s); return err },
-	}
-}
-
-// parseInt parses a decimal integer, explaining a failure without repeating s.
-func parseInt[T int | int64](s string) (T, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err == nil && int64(T(n)) != n || errors.Is(err, strconv.ErrRange) {
-		return 0, errors.New("integer out of range")
-	}
-	if err != nil {
-		return 0, errors.New("not a decimal integer")
-	}
-	return T(n), nil
-}
-
-// durationVar binds a Go duration ("1ms", "60s", "1m30s").
-func durationVar(name string, field func(*Env) *time.Duration) envVar {
-	return envVar{name: name,
-		get: func(e *Env) string { return field(e).String() },
-		set: func(e *Env, s string) error {
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				return errors.New(`not a Go duration such as "1ms", "60s" or "1m30s"`)
-			}
-			*field(e) = d
-			return nil
-		},
-	}
-}
-
-// switchVar binds a settings.Switch written auto, on or off.
-func switchVar(name string, field func(*Env) *settings.Switch) envVar {
-	return envVar{name: name,
-		get: func(e *Env) string { return field(e).String() },
-		set: func(e *Env, s string) (err error) {
-			v, err := settings.ParseSwitch(s)
-			if err != nil {
-				return errors.New("not auto, on or off")
-			}
-			*field(e) = v
-			return nil
-		},
-	}
 }
 
 // stringVar binds a string taken as is.

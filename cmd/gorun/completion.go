@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gorovod/gorovod/settings"
 	"github.com/urfave/cli/v2"
 )
 
@@ -16,13 +17,22 @@ import (
 // here. What the flags cannot say about their values is below.
 
 // flagChoices are the values of the flags that take one of a fixed set of
-// words; the scripts offer them. A test feeds each to the parser.
-var flagChoices = map[string][]string{
-	"launcher":               {"auto", "local", "ssh", "srun"},
-	"bind-to":                {"core", "none"},
-	"hierarchical-allreduce": {"auto", "on", "off"},
-	"log-level":              {"debug", "info", "warn", "error"},
-	"completion":             completionShells,
+// words (a knob's from settings.Table); the scripts offer them. A test
+// feeds each to the parser.
+var flagChoices = choicesOf(map[string][]string{
+	"launcher":   {"auto", "local", "ssh", "srun"},
+	"bind-to":    {"core", "none"},
+	"completion": completionShells,
+})
+
+// choicesOf returns choices with those of the knobs (settings.Table) added.
+func choicesOf(choices map[string][]string) map[string][]string {
+	for _, k := range settings.Table() {
+		if k.Choices != nil {
+			choices[k.Flag] = k.Choices
+		}
+	}
+	return choices
 }
 
 // hostFlags are the flags whose value is a list of hosts (host:slots,
