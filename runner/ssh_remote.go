@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorovod/gorovod/internal/shellquote"
 	"github.com/gorovod/gorovod/jobenv"
 )
 
@@ -82,8 +83,8 @@ const sshWrapperName = "gorovod-rank"
 // every variable word shell-quoted. The environment is not part of it: it
 // goes to ssh's standard input (sshEnvStream).
 func sshRemoteCommand(grace int, dir string, argv []string) (string, error) {
-	words := []string{"exec", "/bin/sh", "-c", shellQuote(sshWrapper), sshWrapperName,
-		strconv.Itoa(grace), shellQuote(dir)}
+	words := []string{"exec", "/bin/sh", "-c", shellquote.Quote(sshWrapper), sshWrapperName,
+		strconv.Itoa(grace), shellquote.Quote(dir)}
 	if strings.Contains(dir, "\x00") {
 		return "", fmt.Errorf("working directory holds a NUL byte")
 	}
@@ -91,7 +92,7 @@ func sshRemoteCommand(grace int, dir string, argv []string) (string, error) {
 		if strings.Contains(arg, "\x00") {
 			return "", fmt.Errorf("argument %d of the command holds a NUL byte", i)
 		}
-		words = append(words, shellQuote(arg))
+		words = append(words, shellquote.Quote(arg))
 	}
 	cmd := strings.Join(words, " ")
 	if len(cmd) > sshMaxArg {
@@ -133,31 +134,6 @@ func sshEnvStream(env []string) ([]byte, error) {
 		b.WriteString(value + "\n")
 	}
 	return []byte(b.String()), nil
-}
-
-// shellQuote returns s as one word of a POSIX shell command: as it is when
-// it holds only characters that are never special (letters, digits and
-// _ - . / : , + @ %), otherwise between single quotes, each single quote
-// written as quote, backslash, quote, quote:
-//
-//	it's  ->  'it'\''s'
-//	(empty)  ->  two single quotes
-//
-// s must not hold a NUL byte, which no shell word can carry.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, shellSpecial) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// shellSpecial reports whether r may need quoting in a shell word.
-func shellSpecial(r rune) bool {
-	switch {
-	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
-		return false
-	}
-	return !strings.ContainsRune("_-./:,+@%", r)
 }
 
 // sshEnviron returns the variables a remote rank gets, as NAME=value, each
