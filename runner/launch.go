@@ -166,36 +166,6 @@ func hostList(hosts []Host) string {
 	return strings.ReplaceAll(FormatHosts(hosts), ",", ", ")
 }
 
-// withDefaults fills in the writers, and the working directory.
-func (c Config) withDefaults() (Config, error) {
-	if c.Elastic() && c.MinNP == 0 {
-		c.MinNP = c.NP
-	}
-	if c.Stdout == nil {
-		c.Stdout = os.Stdout
-	}
-	if c.Stderr == nil {
-		c.Stderr = os.Stderr
-	}
-	if c.Dir == "" {
-		dir, err := os.Getwd()
-		if err != nil {
-			return c, fmt.Errorf("runner: working directory: %w", err)
-		}
-		c.Dir = dir
-	}
-	return c, nil
-}
-
-// logger returns c.Logger, or a text logger on c.Stderr at the level that
-// LogLevel and Verbose give gorun (see Config.Logger).
-func (c Config) logger() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
-	}
-	return slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: c.gorunLevel()}))
-}
-
 // logPlan logs where each rank runs.
 func logPlan(log *slog.Logger, slots []Slot) {
 	for _, s := range slots {
