@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/engine"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // reportTimeout bounds how long a failing rank spends telling gorun why it
@@ -21,7 +21,7 @@ const reportTimeout = 250 * time.Millisecond
 // reportPeerFailures wraps the data plane of a rank that gorun started
 // (r.rdv is set) so that gorun learns which of its ranks fail only because
 // another one did, and can name the one that failed on its own. The rank
-// stores the cause under runner.FailedBecauseKey in gorun's rendezvous
+// stores the cause under jobenv.FailedBecauseKey in gorun's rendezvous
 // before the failure reaches any operation, and so the program:
 //
 //   - a link's error that says the peer went away (collective.ErrPeerGone),
@@ -31,9 +31,9 @@ const reportTimeout = 250 * time.Millisecond
 //     rank where the error names it;
 //   - a communicator failing because ranks did not answer a negotiation
 //     within the op timeout or stall shutdown time (*engine.NoAnswerError),
-//     as the Comm closes the transport: runner.SilentBecause, naming them;
+//     as the Comm closes the transport: jobenv.SilentBecause, naming them;
 //   - an engine that a peer's shutdown stopped while operations were in
-//     flight, as Shutdown closes the transport: runner.PeerShutdown.
+//     flight, as Shutdown closes the transport: jobenv.PeerShutdown.
 //
 // Only the first report counts; failures that come once this rank's own
 // Shutdown has begun are not reported. Other transports are returned as
@@ -79,19 +79,19 @@ func (t *blameTransport) Close() error {
 }
 
 // peerCause says which peer caused the failure that closes the transport:
-// a rank, runner.PeerGone, runner.PeerShutdown, or "" for a failure of this
+// a rank, jobenv.PeerGone, jobenv.PeerShutdown, or "" for a failure of this
 // rank's own (or none). r.comm is set before anything can close the
 // transport; r.engine once Shutdown has begun.
 func (t *blameTransport) peerCause() string {
 	if t.shuttingDown() {
 		if stoppedByPeerShutdown(t.r.engine.Err()) {
-			return runner.PeerShutdown
+			return jobenv.PeerShutdown
 		}
 		return ""
 	}
 	err := t.r.comm.Err()
 	if na, ok := errors.AsType[*engine.NoAnswerError](err); ok && len(na.Silent) > 0 {
-		return runner.SilentBecause(na.Silent, na.Limit) // ranks that stopped answering
+		return jobenv.SilentBecause(na.Silent, na.Limit) // ranks that stopped answering
 	}
 	if !errors.Is(err, collective.ErrPeerGone) {
 		return ""
@@ -99,7 +99,7 @@ func (t *blameTransport) peerCause() string {
 	if oe, ok := errors.AsType[*collective.OpError](err); ok && oe.Peer >= 0 {
 		return strconv.Itoa(oe.Peer)
 	}
-	return runner.PeerGone
+	return jobenv.PeerGone
 }
 
 // peerFailed reports err, a Send or Recv error on the link to peer, if it
@@ -125,7 +125,7 @@ func (t *blameTransport) report(because string) {
 	t.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 		defer cancel()
-		if err := t.r.rdv.Set(ctx, runner.FailedBecauseKey(t.r.env.Rank), []byte(because)); err != nil {
+		if err := t.r.rdv.Set(ctx, jobenv.FailedBecauseKey(t.r.env.Rank), []byte(because)); err != nil {
 			t.r.log.Debug("hvd: cannot tell the launcher why this rank fails", "because", because, "err", err)
 		}
 	})

@@ -12,8 +12,8 @@ import (
 	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -43,7 +43,7 @@ func gorunJob(t *testing.T, n int, configure ...func(cfg *hvd.Config)) ([]*hvd.R
 // reported is what rank reported to the rendezvous as the cause of its
 // failure, and whether it reported anything.
 func reported(srv *rendezvous.Server, rank int) (string, bool) {
-	v, ok := srv.Value(runner.FailedBecauseKey(rank))
+	v, ok := srv.Value(jobenv.FailedBecauseKey(rank))
 	return string(v), ok
 }
 
@@ -76,9 +76,9 @@ func TestReportPeerGoneBeforeTheError(t *testing.T) {
 		if errs[r] == nil {
 			t.Fatalf("rank %d: Allreduce succeeded without rank 1", r)
 		}
-		if !found[r] || !isPeer(reports[r], r, n) && reports[r] != runner.PeerGone {
+		if !found[r] || !isPeer(reports[r], r, n) && reports[r] != jobenv.PeerGone {
 			t.Errorf("rank %d failed with %v; its report then: %q (present %v), want a peer's rank or %q",
-				r, errs[r], reports[r], found[r], runner.PeerGone)
+				r, errs[r], reports[r], found[r], jobenv.PeerGone)
 		}
 	}
 	for _, rt := range rts {
@@ -93,7 +93,7 @@ func TestReportPeerGoneBeforeTheError(t *testing.T) {
 // operation in flight (its own is one the others never submit, which keeps
 // every engine negotiating); the others' operations fail with ErrShutdown
 // naming rank 1, and by the time their Shutdown returns they have reported
-// runner.PeerShutdown. Rank 1 reports nothing.
+// jobenv.PeerShutdown. Rank 1 reports nothing.
 func TestReportPeerShutdown(t *testing.T) {
 	const n = 3
 	rts, srv := gorunJob(t, n)
@@ -119,8 +119,8 @@ func TestReportPeerShutdown(t *testing.T) {
 		if err := rts[r].Shutdown(); err != nil {
 			t.Fatal(err)
 		}
-		if v, ok := reported(srv, r); !ok || v != runner.PeerShutdown {
-			t.Errorf("rank %d failed with %v and reported %q (present %v), want %q", r, err, v, ok, runner.PeerShutdown)
+		if v, ok := reported(srv, r); !ok || v != jobenv.PeerShutdown {
+			t.Errorf("rank %d failed with %v and reported %q (present %v), want %q", r, err, v, ok, jobenv.PeerShutdown)
 		}
 	}
 	if v, ok := reported(srv, 1); ok {
@@ -134,7 +134,7 @@ func TestReportPeerShutdown(t *testing.T) {
 // TestReportSilentPeer: rank 1 submits nothing while rank 0 all-reduces
 // under a short op timeout, as if rank 1 were stopped. Rank 0's operation
 // fails naming rank 1 as not answering, and by then rank 0 has reported
-// runner.SilentBecause([1], the timeout), which gorun reads to name rank 1.
+// jobenv.SilentBecause([1], the timeout), which gorun reads to name rank 1.
 func TestReportSilentPeer(t *testing.T) {
 	const opTimeout = 300 * time.Millisecond
 	rts, srv := gorunJob(t, 2, func(cfg *hvd.Config) { cfg.OpTimeout = opTimeout })
@@ -144,7 +144,7 @@ func TestReportSilentPeer(t *testing.T) {
 	if na, isNA := errors.AsType[*engine.NoAnswerError](err); !isNA || !slices.Equal(na.Silent, []int{1}) {
 		t.Fatalf("rank 0: Allreduce = %v, want a NoAnswerError naming rank 1", err)
 	}
-	if want := runner.SilentBecause([]int{1}, opTimeout); !ok || v != want {
+	if want := jobenv.SilentBecause([]int{1}, opTimeout); !ok || v != want {
 		t.Errorf("rank 0 reported %q (present %v), want %q", v, ok, want)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/settings"
 )
 
@@ -13,7 +13,7 @@ import (
 // rendezvous (hosts numbered in order of first appearance) and the
 // hierarchical switch from the knobs; options given in Config win.
 func TestCommOptions(t *testing.T) {
-	env := runner.DefaultWorkerEnv()
+	env := jobenv.DefaultEnv()
 	env.Size = 4
 	for _, tt := range []struct {
 		hostOf []string

@@ -5,8 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/gorovod/gorovod/collective"
-	"github.com/gorovod/gorovod/runner"
-	"github.com/gorovod/gorovod/settings"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // Config builds a Runtime: this rank's place in the job, how it reaches the
@@ -17,24 +16,13 @@ import (
 // 1 with every knob at its default. Printing a Config (fmt, log/slog)
 // redacts its Secret.
 type Config struct {
-	Rank, Size           int // global rank and number of ranks
-	LocalRank, LocalSize int // rank and number of ranks on this host
-	CrossRank, CrossSize int // position among, and number of, hosts with this LocalRank
-
-	// Hostname is this rank's host as the launcher's host list names it ("" if unknown).
-	Hostname string
-	// RendezvousAddr is the host:port of the job's rendezvous service; ""
-	// for a single rank or with Transport.
-	RendezvousAddr string
-	// BindAddr is the address or interface of the data plane; "" chooses one.
-	BindAddr string
-	// Secret is the job secret (auth.SecretSize bytes) that every
-	// connection proves; never logged.
-	Secret []byte
-
-	// Knobs are the job's tuning knobs (GOROVOD_LOG_LEVEL and the others;
-	// see settings.Knobs), the same on every rank.
-	settings.Knobs
+	// Env is this rank's place in the job (Rank, Size, LocalRank, LocalSize,
+	// CrossRank, CrossSize, Hostname), how it reaches the others
+	// (RendezvousAddr, "" for a single rank or with Transport; BindAddr;
+	// Secret, never logged) and the job's tuning knobs (Knobs: LogLevel and
+	// the others, the same on every rank), as the launcher's GOROVOD_*
+	// variables carry them. Its fields are promoted: cfg.Rank, cfg.LogLevel.
+	jobenv.Env
 
 	// Transport, when set, is used instead of the rendezvous and TCP mesh
 	// (tests run N runtimes in one process this way; see package hvdtest);
@@ -48,71 +36,48 @@ type Config struct {
 	// Comm tunes the collective communicator.
 	Comm collective.Options
 	// Plan says how to join a job that gorun did not start (ConfigFromEnv
-	// makes it with runner.Detect): which launcher, whether this rank
+	// makes it with jobenv.Detect): which launcher, whether this rank
 	// serves the rendezvous, and what to work out from the peer table. The
 	// zero value joins gorun's rendezvous as the Config says.
-	Plan runner.JoinPlan
+	Plan jobenv.JoinPlan
 }
 
 // DefaultConfig returns the Config of a job of one rank (rank 0 of 1, on
 // one host) with every knob at its default (settings.Defaults).
-func DefaultConfig() Config { return configOf(runner.DefaultWorkerEnv(), runner.JoinPlan{}) }
+func DefaultConfig() Config { return Config{Env: jobenv.DefaultEnv()} }
 
 // ConfigFromEnv reads, through getenv (os.Getenv in a rank), the Config
 // that the launcher which started this process describes: gorun's GOROVOD_*
 // variables or, without them, those of Slurm, Open MPI, MPICH, torchrun or
-// a GOROVOD_CLUSTER spec (see runner.Detect), with the knobs of the
+// a GOROVOD_CLUSTER spec (see jobenv.Detect), with the knobs of the
 // GOROVOD_* variables that are set. With none of them it is DefaultConfig.
 // Unlike Init it leaves GOROVOD_SECRET in the environment.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	env, plan, err := runner.Detect(getenv)
+	env, plan, err := jobenv.Detect(getenv)
 	if err != nil {
 		return Config{}, fmt.Errorf("hvd: reading the launcher's environment: %w", err)
 	}
-	return configOf(env, plan), nil
+	return Config{Env: env, Plan: plan}, nil
 }
 
-// configOf returns the Config of the worker environment env joined by plan.
-func configOf(env runner.WorkerEnv, plan runner.JoinPlan) Config {
-	return Config{
-		Rank: env.Rank, Size: env.Size,
-		LocalRank: env.LocalRank, LocalSize: env.LocalSize,
-		CrossRank: env.CrossRank, CrossSize: env.CrossSize,
-		Hostname: env.Hostname, RendezvousAddr: env.RendezvousAddr, BindAddr: env.BindAddr, Secret: env.Secret,
-		Knobs: env.Knobs, Plan: plan,
-	}
-}
-
-// workerEnv returns c's place in the job and knobs as the launcher–worker
-// contract holds them; DefaultWorkerEnv when Size is 0.
-func (c Config) workerEnv() runner.WorkerEnv {
+// workerEnv returns c's Env, or jobenv.DefaultEnv when Size is 0.
+func (c Config) workerEnv() jobenv.Env {
 	if c.Size == 0 {
-		return runner.DefaultWorkerEnv()
+		return jobenv.DefaultEnv()
 	}
-	return c.env()
-}
-
-// env is workerEnv without the default for Size 0.
-func (c Config) env() runner.WorkerEnv {
-	return runner.WorkerEnv{
-		Rank: c.Rank, Size: c.Size,
-		LocalRank: c.LocalRank, LocalSize: c.LocalSize,
-		CrossRank: c.CrossRank, CrossSize: c.CrossSize,
-		Hostname: c.Hostname, RendezvousAddr: c.RendezvousAddr, BindAddr: c.BindAddr, Secret: c.Secret,
-		Knobs: c.Knobs,
-	}
+	return c.Env
 }
 
 // String formats c's place in the job and knobs as the launcher's
 // variables, with the secret redacted, and the launcher of its Plan.
 func (c Config) String() string {
-	return fmt.Sprintf("hvd.Config{%s launcher=%q}", c.env(), c.Plan.Launcher)
+	return fmt.Sprintf("hvd.Config{%s launcher=%q}", c.Env, c.Plan.Launcher)
 }
 
 // Format makes every fmt verb print String, so that no formatting of a
 // Config can reveal the secret.
 func (c Config) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(c.String())) }
 
-// LogValue makes log/slog record c as the group runner.WorkerEnv records,
+// LogValue makes log/slog record c as the group jobenv.Env records,
 // with the secret redacted.
-func (c Config) LogValue() slog.Value { return c.env().LogValue() }
+func (c Config) LogValue() slog.Value { return c.Env.LogValue() }

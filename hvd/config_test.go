@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/internal/auth"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/settings"
 )
 
@@ -19,7 +19,7 @@ import (
 // knobs included, with gorun as the launcher; no variable at all is
 // DefaultConfig.
 func TestConfigFromEnv(t *testing.T) {
-	env := runner.DefaultWorkerEnv()
+	env := jobenv.DefaultEnv()
 	env.Rank, env.Size, env.LocalRank, env.LocalSize, env.CrossRank, env.CrossSize = 3, 4, 1, 2, 1, 2
 	env.Hostname, env.RendezvousAddr, env.Secret = "b", "10.0.0.1:5000", bytes.Repeat([]byte{7}, auth.SecretSize)
 	env.CycleTime, env.NoSharedMemory = 5*time.Millisecond, true
@@ -34,7 +34,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	if cfg.Rank != 3 || cfg.Size != 4 || cfg.LocalRank != 1 || cfg.LocalSize != 2 || cfg.CrossRank != 1 || cfg.CrossSize != 2 ||
 		cfg.Hostname != "b" || cfg.RendezvousAddr != env.RendezvousAddr || !bytes.Equal(cfg.Secret, env.Secret) ||
-		cfg.Knobs != env.Knobs || cfg.Plan.Launcher != runner.LauncherGorun {
+		cfg.Knobs != env.Knobs || cfg.Plan.Launcher != jobenv.LauncherGorun {
 		t.Errorf("ConfigFromEnv = %v (knobs %+v), want %v", cfg, cfg.Knobs, env)
 	}
 	alone, err := hvd.ConfigFromEnv(func(string) string { return "" })
@@ -42,7 +42,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil || alone.Rank != 0 || alone.Size != 1 || alone.Knobs != settings.Defaults() || def.Size != 1 || def.Knobs != settings.Defaults() {
 		t.Errorf("without a launcher: %v, %v; DefaultConfig %v", alone, err, def)
 	}
-	if _, err := hvd.ConfigFromEnv(func(name string) string { return map[string]string{runner.EnvSize: "2"}[name] }); err == nil {
+	if _, err := hvd.ConfigFromEnv(func(name string) string { return map[string]string{jobenv.EnvSize: "2"}[name] }); err == nil {
 		t.Error("GOROVOD_SIZE without GOROVOD_RANK accepted")
 	}
 }

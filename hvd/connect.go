@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -19,11 +19,11 @@ import (
 // peer table and forms the TCP mesh, all within the start timeout. It
 // returns env with the local and cross ranks filled in where the plan
 // derives them from the peer table, and the host of every rank.
-func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logger) (collective.Transport, *rendezvous.Client, runner.WorkerEnv, []string, error) {
+func connect(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, log *slog.Logger) (collective.Transport, *rendezvous.Client, jobenv.Env, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.StartTimeout)
 	defer cancel()
 	where := fmt.Sprintf("hvd: rank %d on %s", env.Rank, env.Hostname)
-	if plan.Launcher != runner.LauncherGorun && plan.Launcher != "" {
+	if plan.Launcher != jobenv.LauncherGorun && plan.Launcher != "" {
 		where += " (" + plan.Launcher + ")"
 	}
 	rdv, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret, rendezvous.WithLogger(log), rendezvous.WithTLS(env.TLS))
@@ -41,8 +41,8 @@ func connect(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, lo
 	return tr, rdv, env, hostOf, nil
 }
 
-func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, runner.WorkerEnv, []string, error) {
-	host, err := runner.DataPlaneHost(env.BindAddr, env.RendezvousAddr, env.LocalSize == env.Size, plan.RouteHints)
+func mesh(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, jobenv.Env, []string, error) {
+	host, err := jobenv.DataPlaneHost(env.BindAddr, env.RendezvousAddr, env.LocalSize == env.Size, plan.RouteHints)
 	if err != nil {
 		return nil, env, nil, err
 	}
@@ -65,7 +65,7 @@ func mesh(ctx context.Context, env runner.WorkerEnv, plan runner.JoinPlan, rdv *
 		addrs[p.Rank], hostOf[p.Rank] = p.Addr, p.Host
 	}
 	if plan.DeriveTopology {
-		s := runner.SlotsOf(hostOf)[env.Rank]
+		s := jobenv.SlotsOf(hostOf)[env.Rank]
 		env.LocalRank, env.LocalSize, env.CrossRank, env.CrossSize = s.LocalRank, s.LocalSize, s.CrossRank, s.CrossSize
 	}
 	// The links the schedules use form now; the others (all-to-all's, a

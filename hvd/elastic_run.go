@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 	"github.com/gorovod/gorovod/settings"
 )
@@ -31,7 +31,7 @@ var ErrElasticRemoved = errors.New("hvd: this worker is not in the elastic job a
 
 // ElasticConfig describes one worker of an elastic job: the job's
 // settings, which stay the same across formations, and the worker's name
-// in the launcher's generations (see runner.Generation).
+// in the launcher's generations (see jobenv.Generation).
 type ElasticConfig struct {
 	// Config holds the rendezvous address, secret, bind address, knobs,
 	// logger and communicator options. Its rank, size, topology,
@@ -55,9 +55,9 @@ func ElasticConfigFromEnv(getenv func(string) string) (ElasticConfig, error) {
 	if err != nil {
 		return ElasticConfig{}, err
 	}
-	id := getenv(runner.EnvElasticID)
+	id := getenv(jobenv.EnvElasticID)
 	if id == "" {
-		return ElasticConfig{}, fmt.Errorf("%w: %s is not set: start the program with gorun --min-np N", ErrElasticState, runner.EnvElasticID)
+		return ElasticConfig{}, fmt.Errorf("%w: %s is not set: start the program with gorun --min-np N", ErrElasticState, jobenv.EnvElasticID)
 	}
 	return ElasticConfig{Config: cfg, ID: id}, nil
 }
@@ -95,12 +95,12 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 	defer rdv.Close()
 	beat, stopBeat := context.WithCancel(ctx)
 	defer stopBeat()
-	go runner.Heartbeat(beat, rdv, cfg.ID) // the launcher's sign of life from this worker
+	go jobenv.Heartbeat(beat, rdv, cfg.ID) // the launcher's sign of life from this worker
 	last := 0
 	member := false       // this worker was in a generation already
 	var resetAt time.Time // when the last reset began; zero before the first formation
 	for {
-		g, err := runner.AwaitGeneration(ctx, rdv, last)
+		g, err := jobenv.AwaitGeneration(ctx, rdv, last)
 		if err != nil {
 			return fmt.Errorf("hvd: elastic worker %s: waiting for generation %d: %w", cfg.ID, last+1, err)
 		}
@@ -136,7 +136,7 @@ func RunElastic(ctx context.Context, cfg ElasticConfig, state *ElasticState, tra
 type generationRun struct {
 	cfg     ElasticConfig
 	rdv     *rendezvous.Client
-	g       runner.Generation
+	g       jobenv.Generation
 	rank    int
 	log     *slog.Logger
 	resetAt time.Time // when the reset before it began; zero for the first
@@ -160,7 +160,7 @@ func (gr generationRun) run(ctx context.Context, state *ElasticState, train func
 	defer stopWatch()
 	newer := make(chan struct{})
 	go func() {
-		if _, err := runner.NewerGeneration(wctx, rdv, g.N); err == nil {
+		if _, err := jobenv.NewerGeneration(wctx, rdv, g.N); err == nil {
 			close(newer)
 		}
 	}()
@@ -197,7 +197,7 @@ func (gr generationRun) run(ctx context.Context, state *ElasticState, train func
 		case <-wctx.Done():
 			return
 		}
-		if next, err := runner.AwaitGeneration(wctx, rdv, g.N); err == nil {
+		if next, err := jobenv.AwaitGeneration(wctx, rdv, g.N); err == nil {
 			for _, m := range g.Members {
 				if next.RankOf(m.ID) < 0 {
 					rt.comm.Abort(fmt.Errorf("%w: generation %d leaves out %s (rank %d of generation %d)", ErrHostsUpdated, next.N, m.ID, g.RankOf(m.ID), g.N))
@@ -227,18 +227,18 @@ func (gr generationRun) run(ctx context.Context, state *ElasticState, train func
 
 // formGeneration forms the mesh of generation g as rank and starts its
 // runtime.
-func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Client, g runner.Generation, rank int) (*Runtime, error) {
+func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Client, g jobenv.Generation, rank int) (*Runtime, error) {
 	hosts := g.Hosts()
 	n := len(hosts)
 	c := cfg.Config
 	c.Rank, c.Size, c.Hostname, c.Transport = rank, n, hosts[rank], nil
-	s := runner.SlotsOf(hosts)[rank]
+	s := jobenv.SlotsOf(hosts)[rank]
 	c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = s.LocalRank, s.LocalSize, s.CrossRank, s.CrossSize
 	c.Comm.Hosts = hostIndexes(hosts)
 	if n > 1 {
 		env := c.workerEnv()
 		allLocal := len(slices.Compact(slices.Sorted(slices.Values(hosts)))) == 1
-		host, err := runner.DataPlaneHost(env.BindAddr, cfg.RendezvousAddr, allLocal, nil)
+		host, err := jobenv.DataPlaneHost(env.BindAddr, cfg.RendezvousAddr, allLocal, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +246,7 @@ func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clie
 		if err != nil {
 			return nil, err
 		}
-		addrs, err := runner.ExchangeAddrs(ctx, rdv, g.N, rank, n, ln.Addr())
+		addrs, err := jobenv.ExchangeAddrs(ctx, rdv, g.N, rank, n, ln.Addr())
 		if err != nil {
 			ln.Close()
 			return nil, err

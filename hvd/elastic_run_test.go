@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -63,13 +63,13 @@ func newElasticJob(t *testing.T) *elasticJob {
 func (j *elasticJob) publish(ids ...string) {
 	j.t.Helper()
 	j.gen++
-	g := runner.Generation{N: j.gen}
+	g := jobenv.Generation{N: j.gen}
 	for _, id := range ids {
-		g.Members = append(g.Members, runner.ElasticMember{ID: id, Host: "localhost"})
+		g.Members = append(g.Members, jobenv.ElasticMember{ID: id, Host: "localhost"})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := runner.PublishGeneration(ctx, j.driver, g); err != nil {
+	if err := jobenv.PublishGeneration(ctx, j.driver, g); err != nil {
 		j.t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -67,12 +68,12 @@ func TestReinitRankProcess(t *testing.T) {
 		if err := hvd.Init(ctx); err != nil {
 			t.Fatalf("Init of round %d: %v", round, err)
 		}
-		if _, ok := os.LookupEnv(runner.EnvSecret); ok {
-			t.Errorf("round %d: %s is still in the environment", round, runner.EnvSecret)
+		if _, ok := os.LookupEnv(jobenv.EnvSecret); ok {
+			t.Errorf("round %d: %s is still in the environment", round, jobenv.EnvSecret)
 		}
 		child, err := exec.Command("sh", "-c", `printf %s "${GOROVOD_SECRET-unset}"`).Output()
 		if err != nil || string(child) != "unset" {
-			t.Errorf("round %d: a child process sees %s (%d characters), %v", round, runner.EnvSecret, len(child), err)
+			t.Errorf("round %d: a child process sees %s (%d characters), %v", round, jobenv.EnvSecret, len(child), err)
 		}
 		rank := hvd.Rank()
 		if err := sumOfRanks(hvd.Default(), round); err != nil {

@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 )
 
 // The default runtime behind the package-level functions, the way
@@ -25,7 +25,7 @@ var (
 // that gorun writes and, without it, the variables of the launcher that
 // started the process (a Slurm step, Open MPI's mpirun, MPICH's mpiexec,
 // torchrun-style RANK/WORLD_SIZE/MASTER_ADDR, or a GOROVOD_CLUSTER spec;
-// see runner.Detect): then rank 0 serves the rendezvous itself. With
+// see jobenv.Detect): then rank 0 serves the rendezvous itself. With
 // none of them this process is a single rank of size 1; a launcher that
 // says the job is larger but cannot be joined is an error, never a job of
 // one rank. Rank 0 logs the launcher it found, and the runtime logs
@@ -49,7 +49,7 @@ func Init(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hvd: reading the launcher's environment: %w", err)
 	}
-	rt, err := NewRuntime(ctx, configOf(env, plan))
+	rt, err := NewRuntime(ctx, Config{Env: env, Plan: plan})
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ type keptSecret struct {
 	job   string // jobOf the job it was read for
 }
 
-// detect reads the launcher's environment (runner.Detect) and takes the
+// detect reads the launcher's environment (jobenv.Detect) and takes the
 // job secret out of it. GOROVOD_SECRET is removed from the process's
 // environment as soon as it is read and kept in memory (kept). Without it
 // in the environment, a secret kept by an earlier Init stands in for it
@@ -116,10 +116,10 @@ type keptSecret struct {
 // the environment is read as it is. Re-reading everything else keeps Init
 // after Shutdown honest: knobs and launcher variables are read afresh.
 // The caller holds defaultMu.
-func detect() (runner.WorkerEnv, runner.JoinPlan, error) {
-	if v, ok := os.LookupEnv(runner.EnvSecret); ok {
-		_ = os.Unsetenv(runner.EnvSecret) // fails only for an invalid name
-		env, plan, err := runner.Detect(withSecret(v))
+func detect() (jobenv.Env, jobenv.JoinPlan, error) {
+	if v, ok := os.LookupEnv(jobenv.EnvSecret); ok {
+		_ = os.Unsetenv(jobenv.EnvSecret) // fails only for an invalid name
+		env, plan, err := jobenv.Detect(withSecret(v))
 		kept = keptSecret{}
 		if err == nil && v != "" {
 			kept = keptSecret{value: v, job: jobOf(env, plan)}
@@ -127,18 +127,18 @@ func detect() (runner.WorkerEnv, runner.JoinPlan, error) {
 		return env, plan, err
 	}
 	if kept.value != "" {
-		env, plan, err := runner.Detect(withSecret(kept.value))
+		env, plan, err := jobenv.Detect(withSecret(kept.value))
 		if err == nil && jobOf(env, plan) == kept.job {
 			return env, plan, nil
 		}
 	}
-	return runner.Detect(os.Getenv)
+	return jobenv.Detect(os.Getenv)
 }
 
 // withSecret is os.Getenv with GOROVOD_SECRET answered by secret.
 func withSecret(secret string) func(string) string {
 	return func(name string) string {
-		if name == runner.EnvSecret {
+		if name == jobenv.EnvSecret {
 			return secret
 		}
 		return os.Getenv(name)
@@ -148,7 +148,7 @@ func withSecret(secret string) func(string) string {
 // jobOf names the job that a detected environment joins, as far as a kept
 // secret is concerned: the launcher and its variables, this process's
 // rank, the size and the rendezvous address.
-func jobOf(env runner.WorkerEnv, plan runner.JoinPlan) string {
+func jobOf(env jobenv.Env, plan jobenv.JoinPlan) string {
 	return fmt.Sprintf("%s %q rank %d of %d at %s", plan.Launcher, plan.Vars, env.Rank, env.Size, env.RendezvousAddr)
 }
 

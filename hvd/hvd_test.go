@@ -19,8 +19,8 @@ import (
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -165,7 +165,7 @@ func TestFailureReachesEveryRank(t *testing.T) {
 }
 
 func TestSingleRankWithoutLauncher(t *testing.T) {
-	t.Setenv(runner.EnvRank, "")
+	t.Setenv(jobenv.EnvRank, "")
 	if err := hvd.Init(context.Background()); err != nil {
 		t.Fatal(err)
 	}

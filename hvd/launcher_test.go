@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 )
 
 // freePort returns a TCP port that was free a moment ago.
@@ -75,7 +75,7 @@ func TestLauncherJobWithoutGorun(t *testing.T) {
 		defer rts[r].Shutdown()
 	}
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
-		if rt.Launcher() != runner.LauncherTorchrun {
+		if rt.Launcher() != jobenv.LauncherTorchrun {
 			return fmt.Errorf("launcher %q", rt.Launcher())
 		}
 		if rt.LocalRank() != r || rt.LocalSize() != n || rt.CrossRank() != 0 || rt.CrossSize() != 1 {
@@ -145,8 +145,8 @@ func TestLauncherJobPortTaken(t *testing.T) {
 			t.Fatalf("rank %d joined", r)
 		}
 	}
-	if !strings.Contains(errs[0].Error(), ":"+strconv.Itoa(port)) || !strings.Contains(errs[0].Error(), runner.EnvRendezvousPort) {
-		t.Errorf("rank 0: %v; want the port and %s", errs[0], runner.EnvRendezvousPort)
+	if !strings.Contains(errs[0].Error(), ":"+strconv.Itoa(port)) || !strings.Contains(errs[0].Error(), jobenv.EnvRendezvousPort) {
+		t.Errorf("rank 0: %v; want the port and %s", errs[0], jobenv.EnvRendezvousPort)
 	}
 	t.Logf("rank 0: %v\nrank 1: %v", errs[0], errs[1])
 }
@@ -176,7 +176,7 @@ func TestLauncherJobsStayApart(t *testing.T) {
 func TestLauncherJobTLS(t *testing.T) {
 	port := freePort(t)
 	rts, errs := joinDetected(t, []func(string) string{
-		torchrunEnv(0, 2, port, runner.EnvTLS+"=1"), torchrunEnv(1, 2, port, runner.EnvTLS+"=1"),
+		torchrunEnv(0, 2, port, jobenv.EnvTLS+"=1"), torchrunEnv(1, 2, port, jobenv.EnvTLS+"=1"),
 	}, 20*time.Second)
 	for r, err := range errs {
 		if err != nil {
@@ -197,7 +197,7 @@ func TestLauncherJobTLS(t *testing.T) {
 
 	port = freePort(t)
 	rts, errs = joinDetected(t, []func(string) string{
-		torchrunEnv(0, 2, port, runner.EnvTLS+"=1"), torchrunEnv(1, 2, port),
+		torchrunEnv(0, 2, port, jobenv.EnvTLS+"=1"), torchrunEnv(1, 2, port),
 	}, 5*time.Second)
 	for r, rt := range rts {
 		if rt != nil {

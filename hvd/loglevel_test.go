@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/internal/testutil"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // TestRuntimeLogLevel: the runtime logs at GOROVOD_LOG_LEVEL through its
@@ -20,16 +20,16 @@ func TestRuntimeLogLevel(t *testing.T) {
 		level, launcher string
 		want            string // "" when the record must not appear
 	}{
-		{"debug", runner.LauncherGorun, `level=DEBUG msg="hvd: joined the job" rank=0 launcher=gorun`},
-		{"info", runner.LauncherGorun, ""},
-		{"info", runner.LauncherTorchrun, `level=INFO msg="hvd: joined the job" rank=0 launcher=torchrun`},
-		{"warn", runner.LauncherTorchrun, ""},
-		{"ERROR", runner.LauncherTorchrun, ""},
+		{"debug", jobenv.LauncherGorun, `level=DEBUG msg="hvd: joined the job" rank=0 launcher=gorun`},
+		{"info", jobenv.LauncherGorun, ""},
+		{"info", jobenv.LauncherTorchrun, `level=INFO msg="hvd: joined the job" rank=0 launcher=torchrun`},
+		{"warn", jobenv.LauncherTorchrun, ""},
+		{"ERROR", jobenv.LauncherTorchrun, ""},
 	} {
 		var sink testutil.SyncBuffer
 		cfg := hvd.DefaultConfig()
 		cfg.LogLevel = tc.level
-		cfg.Logger, cfg.Plan = slog.New(slog.NewTextHandler(&sink, nil)), runner.JoinPlan{Launcher: tc.launcher}
+		cfg.Logger, cfg.Plan = slog.New(slog.NewTextHandler(&sink, nil)), jobenv.JoinPlan{Launcher: tc.launcher}
 		rt, err := hvd.NewRuntime(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.level, err)
@@ -48,8 +48,8 @@ func TestRuntimeLogLevel(t *testing.T) {
 	if rt, err := hvd.NewRuntime(context.Background(), cfg); err == nil {
 		rt.Shutdown()
 		t.Fatal("NewRuntime accepted log level \"loud\"")
-	} else if !strings.Contains(err.Error(), runner.EnvLogLevel) {
-		t.Errorf("error %v does not name %s", err, runner.EnvLogLevel)
+	} else if !strings.Contains(err.Error(), jobenv.EnvLogLevel) {
+		t.Errorf("error %v does not name %s", err, jobenv.EnvLogLevel)
 	}
 }
 
@@ -63,8 +63,8 @@ func TestInitLogsAtTheJobLevel(t *testing.T) {
 	slog.SetDefault(mine)
 	defer slog.SetDefault(old)
 	for name, value := range map[string]string{
-		runner.EnvRank: "0", runner.EnvSize: "1", runner.EnvLocalRank: "0", runner.EnvLocalSize: "1",
-		runner.EnvCrossRank: "0", runner.EnvCrossSize: "1", runner.EnvLogLevel: "debug",
+		jobenv.EnvRank: "0", jobenv.EnvSize: "1", jobenv.EnvLocalRank: "0", jobenv.EnvLocalSize: "1",
+		jobenv.EnvCrossRank: "0", jobenv.EnvCrossSize: "1", jobenv.EnvLogLevel: "debug",
 	} {
 		t.Setenv(name, value)
 	}

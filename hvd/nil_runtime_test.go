@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // nilRuntimeHelper calls one helper that takes a *Runtime with nil.
@@ -140,7 +140,7 @@ func TestNilRuntimeMeansDefault(t *testing.T) {
 		}
 	}
 
-	t.Setenv(runner.EnvRank, "")
+	t.Setenv(jobenv.EnvRank, "")
 	if err := hvd.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

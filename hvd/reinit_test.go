@@ -11,8 +11,8 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 )
 
 // sumOfRanks all-reduces rank+1 (and the round) on rt and checks the sum.
@@ -77,7 +77,7 @@ func TestReinitUnderLauncherRendezvous(t *testing.T) {
 	start := func(r int) (*hvd.Runtime, error) {
 		cfg := hvdtest.Config(r, n)
 		cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = addr, secret, 20*time.Second
-		cfg.Plan = runner.JoinPlan{Launcher: runner.LauncherGorun}
+		cfg.Plan = jobenv.JoinPlan{Launcher: jobenv.LauncherGorun}
 		return hvd.NewRuntime(context.Background(), cfg)
 	}
 	stagger := func(r, round int) time.Duration { // round 2: rank 0 first; round 3: rank 2 first

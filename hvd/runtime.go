@@ -13,7 +13,7 @@ import (
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/collective/memtransport"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 	"github.com/gorovod/gorovod/settings"
 )
@@ -24,7 +24,7 @@ import (
 // names every rank has submitted, fuses them into few large operations
 // and runs them in the same order everywhere.
 type Runtime struct {
-	env      runner.WorkerEnv
+	env      jobenv.Env
 	log      *slog.Logger
 	comm     *collective.Comm
 	engine   *engine.Engine
@@ -90,12 +90,12 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 
 // logJoin has rank 0 say once which launcher started the job (at debug
 // level under gorun, which speaks for itself) and log the plan's warnings.
-func (r *Runtime) logJoin(plan runner.JoinPlan) {
+func (r *Runtime) logJoin(plan jobenv.JoinPlan) {
 	if r.env.Rank != 0 || plan.Launcher == "" {
 		return
 	}
 	level := slog.LevelInfo
-	if plan.Launcher == runner.LauncherGorun {
+	if plan.Launcher == jobenv.LauncherGorun {
 		level = slog.LevelDebug
 	}
 	r.log.Log(context.Background(), level, "hvd: joined the job", "launcher", plan.Launcher,
@@ -112,7 +112,7 @@ func (r *Runtime) logJoin(plan runner.JoinPlan) {
 // is formed (by then every rank has read the peer table) and nobody keeps
 // a client: a lost rank shows on the data plane, the launcher itself stops
 // the rest, and a later Init on rank 0 serves a new rendezvous.
-func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Transport, error) {
+func (r *Runtime) join(ctx context.Context, plan jobenv.JoinPlan) (collective.Transport, error) {
 	var srv *rendezvous.Server
 	if plan.ServeAddr != "" {
 		var err error
@@ -129,7 +129,7 @@ func (r *Runtime) join(ctx context.Context, plan runner.JoinPlan) (collective.Tr
 		return nil, err
 	}
 	r.env, r.hostOf = env, hostOf
-	if plan.Launcher == runner.LauncherGorun || plan.Launcher == "" {
+	if plan.Launcher == jobenv.LauncherGorun || plan.Launcher == "" {
 		r.rdv = rdv
 	} else {
 		rdv.Close()
@@ -194,7 +194,7 @@ func (r *Runtime) watchLauncher() {
 	}
 }
 
-// Launcher names what started the job: runner.LauncherGorun, LauncherSlurm,
+// Launcher names what started the job: jobenv.LauncherGorun, LauncherSlurm,
 // LauncherOpenMPI, LauncherMPICH, LauncherTorchrun, LauncherCluster, or ""
 // for a job of one rank that no launcher started.
 func (r *Runtime) Launcher() string { return r.launcher }
@@ -220,7 +220,7 @@ func (r *Runtime) CrossSize() int { return r.env.CrossSize }
 
 // Env is the contract this runtime was built from (the secret included:
 // do not log it whole; its String method redacts the secret).
-func (r *Runtime) Env() runner.WorkerEnv { return r.env }
+func (r *Runtime) Env() jobenv.Env { return r.env }
 
 // Err reports the failure that ended the runtime's communicator or engine,
 // or nil.

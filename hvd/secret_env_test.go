@@ -13,15 +13,15 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // checkSecretGone fails unless no variable of this process, nor of a
 // process it starts now, holds the secret (hex) or is GOROVOD_SECRET.
 func checkSecretGone(t *testing.T, secretHex string) {
 	t.Helper()
-	if v, ok := os.LookupEnv(runner.EnvSecret); ok {
-		t.Fatalf("%s is still in the environment (%d characters)", runner.EnvSecret, len(v))
+	if v, ok := os.LookupEnv(jobenv.EnvSecret); ok {
+		t.Fatalf("%s is still in the environment (%d characters)", jobenv.EnvSecret, len(v))
 	}
 	for _, kv := range os.Environ() {
 		if strings.Contains(strings.ToLower(kv), secretHex) {
@@ -35,7 +35,7 @@ func checkSecretGone(t *testing.T, secretHex string) {
 	}
 	first, rest, _ := strings.Cut(string(out), "\n")
 	if first != "unset" || strings.Contains(strings.ToLower(rest), secretHex) {
-		t.Fatalf("a child process sees the secret: %s=%d characters", runner.EnvSecret, len(first))
+		t.Fatalf("a child process sees the secret: %s=%d characters", jobenv.EnvSecret, len(first))
 	}
 }
 
@@ -100,7 +100,7 @@ func TestInitTakesSecretOutOfEnvironment(t *testing.T) {
 	const n = 2
 	secret, addr := rendezvousJob(t, n)
 	secretHex := hex.EncodeToString(secret)
-	env := runner.DefaultWorkerEnv()
+	env := jobenv.DefaultEnv()
 	env.Size, env.LocalSize, env.Hostname = n, n, "localhost"
 	env.RendezvousAddr, env.Secret, env.StartTimeout = addr, secret, 20*time.Second
 	for _, kv := range env.Environ() {
@@ -114,7 +114,7 @@ func TestInitTakesSecretOutOfEnvironment(t *testing.T) {
 	}
 	initWithPeer(t, start, func(round int) {
 		checkSecretGone(t, secretHex)
-		if hvd.Launcher() != runner.LauncherGorun || hvd.Size() != n {
+		if hvd.Launcher() != jobenv.LauncherGorun || hvd.Size() != n {
 			t.Errorf("round %d: launcher %q size %d", round, hvd.Launcher(), hvd.Size())
 		}
 	})
@@ -133,15 +133,15 @@ func TestInitSecretFileStaysOutOfEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := freePort(t)
-	fileVar := runner.EnvSecretFile + "=" + path
+	fileVar := jobenv.EnvSecretFile + "=" + path
 	for name, value := range map[string]string{
 		"RANK": "0", "WORLD_SIZE": strconv.Itoa(n), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": strconv.Itoa(port),
-		runner.EnvSecretFile: path, runner.EnvRank: "", runner.EnvStartTimeout: "20s",
+		jobenv.EnvSecretFile: path, jobenv.EnvRank: "", jobenv.EnvStartTimeout: "20s",
 	} {
 		t.Setenv(name, value)
 	}
 	start := func() (*hvd.Runtime, error) {
-		cfg, err := hvd.ConfigFromEnv(torchrunEnv(1, n, port, fileVar, runner.EnvStartTimeout+"=20s"))
+		cfg, err := hvd.ConfigFromEnv(torchrunEnv(1, n, port, fileVar, jobenv.EnvStartTimeout+"=20s"))
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +149,7 @@ func TestInitSecretFileStaysOutOfEnvironment(t *testing.T) {
 	}
 	initWithPeer(t, start, func(round int) {
 		checkSecretGone(t, secretHex)
-		if hvd.Launcher() != runner.LauncherTorchrun {
+		if hvd.Launcher() != jobenv.LauncherTorchrun {
 			t.Errorf("round %d: launcher %q", round, hvd.Launcher())
 		}
 	})

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -15,7 +15,7 @@ import (
 // on plan.ServeAddr with the job's secret and serves one round: a rank
 // that shut down and joins again while it still runs is told to retry,
 // and finds the server that rank 0's own next Init starts on the port.
-func serveRendezvous(env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logger) (*rendezvous.Server, error) {
+func serveRendezvous(env jobenv.Env, plan jobenv.JoinPlan, log *slog.Logger) (*rendezvous.Server, error) {
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{
 		Addr: plan.ServeAddr, Secret: env.Secret, Size: env.Size, Hosts: plan.Hosts, Logger: warnings(log),
 		SingleRound: true, // it stops once this rank's mesh forms; a re-Init serves a new one
@@ -26,7 +26,7 @@ func serveRendezvous(env runner.WorkerEnv, plan runner.JoinPlan, log *slog.Logge
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hvd: rank 0 on %s (%s) cannot serve the job's rendezvous on %s (set %s to a free port, the same for every rank): %w",
-			env.Hostname, plan.Launcher, plan.ServeAddr, runner.EnvRendezvousPort, err)
+			env.Hostname, plan.Launcher, plan.ServeAddr, jobenv.EnvRendezvousPort, err)
 	}
 	return srv, nil
 }
@@ -52,7 +52,7 @@ func abortRendezvous(srv *rendezvous.Server, err error) {
 // level is info), "warn" hides their info records. The handler keeps the
 // program's format and destination, and slog.Default() is left as it is.
 // An empty LogLevel keeps l's own level.
-func runtimeLogger(l *slog.Logger, env runner.WorkerEnv) (*slog.Logger, error) {
+func runtimeLogger(l *slog.Logger, env jobenv.Env) (*slog.Logger, error) {
 	l, err := leveledLogger(l, env)
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func runtimeLogger(l *slog.Logger, env runner.WorkerEnv) (*slog.Logger, error) {
 
 // leveledLogger is l (nil: slog.Default()) passing on the records at or
 // above env's log level.
-func leveledLogger(l *slog.Logger, env runner.WorkerEnv) (*slog.Logger, error) {
+func leveledLogger(l *slog.Logger, env jobenv.Env) (*slog.Logger, error) {
 	if l == nil {
 		l = slog.Default()
 	}

@@ -3,10 +3,13 @@ package runner
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // Slot is the place of one rank in the job: its host and the numbers that
-// the worker sees in its environment (see WorkerEnv).
+// the worker sees in its environment (see jobenv.Env). It has the fields of
+// jobenv.Slot, which jobenv.Env.ForSlot takes: convert with jobenv.Slot(s).
 type Slot struct {
 	Host      string // host name, as in Host.Name
 	Rank      int    // global rank, 0..Size-1
@@ -68,10 +71,10 @@ func checkAssignArgs(hosts []Host, np int) error {
 			return fmt.Errorf("%w: empty host name", ErrHosts)
 		case h.Slots <= 0 || h.Slots > MaxSlotsPerHost:
 			return fmt.Errorf("%w: host %q has %d slots, want 1..%d", ErrHosts, h.Name, h.Slots, MaxSlotsPerHost)
-		case seen[hostKey(h.Name)]:
+		case seen[hostlist.Key(h.Name)]:
 			return fmt.Errorf("%w: duplicate host %q", ErrHosts, h.Name)
 		}
-		seen[hostKey(h.Name)] = true
+		seen[hostlist.Key(h.Name)] = true
 	}
 	if total := TotalSlots(hosts); np > total {
 		return fmt.Errorf("%w: -np %d exceeds the %d slots available (%s)", ErrSlots, np, total, listHosts(hosts))
@@ -109,38 +112,4 @@ func UsedHosts(slots []Slot) []Host {
 		hosts[i].Slots++
 	}
 	return hosts
-}
-
-// SlotsOf returns the slot of every rank of a job whose rank r runs on
-// hostOf[r], by the rules of Assign: hosts are ordered by their lowest
-// rank, LocalRank counts the ranks of a host in rank order, and CrossRank
-// is a host's position among the hosts that have a rank with that
-// LocalRank. Launchers that do not tell the local and cross ranks get them
-// this way from the hosts their ranks register.
-func SlotsOf(hostOf []string) []Slot {
-	slots := make([]Slot, len(hostOf))
-	byHost := make(map[string][]int) // ranks of each host, in order
-	var order []string               // hosts by their lowest rank
-	for r, h := range hostOf {
-		if _, seen := byHost[h]; !seen {
-			order = append(order, h)
-		}
-		byHost[h] = append(byHost[h], r)
-	}
-	var hostsWith []int // hostsWith[lr]: hosts seen so far with local rank lr
-	for _, h := range order {
-		ranks := byHost[h]
-		for lr, r := range ranks {
-			if lr == len(hostsWith) {
-				hostsWith = append(hostsWith, 0)
-			}
-			slots[r] = Slot{Host: h, Rank: r, LocalRank: lr, LocalSize: len(ranks),
-				CrossRank: hostsWith[lr], Size: len(hostOf)}
-			hostsWith[lr]++
-		}
-	}
-	for i := range slots {
-		slots[i].CrossSize = hostsWith[slots[i].LocalRank]
-	}
-	return slots
 }

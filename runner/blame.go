@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // blameWindow is how long Launch waits, after the first rank fails, for
@@ -21,64 +23,9 @@ const (
 	blameWait   = 3 * time.Second
 )
 
-// FailedBecauseKey is the rendezvous key under which a rank reports that
-// its failure was caused by another rank. hvd writes it (best effort,
-// within a short timeout) before the failure reaches the program, so the
-// report is in place when the rank exits. The value is the decimal rank of
-// the peer that went away, PeerGone when the error does not say which,
-// PeerShutdown, or SilentBecause's value when peers did not answer in
-// time. Launch reads it to choose which failed rank to name (see culprit
-// and unresponsive); any value counts.
-func FailedBecauseKey(rank int) string { return "failed-because/" + strconv.Itoa(rank) }
-
-// FailedBecauseKey values besides a peer's rank.
-const (
-	// PeerGone: a peer went away (its link broke), the error does not say
-	// which.
-	PeerGone = "peer-gone"
-	// PeerShutdown: a peer shut its runtime down while this rank's
-	// operations needed it.
-	PeerShutdown = "peer-shutdown"
-)
-
-// silentPrefix begins a FailedBecauseKey value made by SilentBecause.
-const silentPrefix = "silent "
-
-// SilentBecause is the FailedBecauseKey value of a rank that failed because
-// the ranks given did not answer it within limit (they are stopped or
-// hung): "silent 1,3 2s". A launcher that does not parse it takes it, like
-// any value, as a failure caused by a peer.
-func SilentBecause(ranks []int, limit time.Duration) string {
-	rs := make([]string, len(ranks))
-	for i, r := range ranks {
-		rs[i] = strconv.Itoa(r)
-	}
-	return silentPrefix + strings.Join(rs, ",") + " " + limit.String()
-}
-
-// parseSilent reads a SilentBecause value; ok is false for any other.
-func parseSilent(v string) (ranks []int, limit time.Duration, ok bool) {
-	f := strings.Fields(strings.TrimPrefix(v, silentPrefix))
-	if !strings.HasPrefix(v, silentPrefix) || len(f) != 2 {
-		return nil, 0, false
-	}
-	limit, err := time.ParseDuration(f[1])
-	if err != nil {
-		return nil, 0, false
-	}
-	for r := range strings.SplitSeq(f[0], ",") {
-		n, err := strconv.Atoi(r)
-		if err != nil || n < 0 {
-			return nil, 0, false
-		}
-		ranks = append(ranks, n)
-	}
-	return ranks, limit, true
-}
-
 // UnresponsiveError names a rank that other ranks waited for in vain:
 // their operations failed because it did not answer within their op
-// timeout (or stall shutdown time), and they reported it (SilentBecause).
+// timeout (or stall shutdown time), and they reported it (jobenv.SilentBecause).
 // Launch returns it, in place of those ranks' own failures, when it blames
 // such a rank; it kills the rank at once with SIGKILL, which reaches a
 // stopped process too.
@@ -116,7 +63,7 @@ func (e *UnresponsiveError) Unwrap() error { return e.Exit }
 type failedRank struct {
 	rank    int
 	err     error  // what Process.Wait returned; never nil
-	because string // the rank's FailedBecauseKey report; "" if it made none
+	because string // the rank's jobenv.FailedBecauseKey report; "" if it made none
 }
 
 // standing ranks a failure for blame, lowest first: a death by a signal,
@@ -160,7 +107,7 @@ type silentVote struct {
 }
 
 // unresponsive returns the rank that the reports in fails name as not
-// answering (SilentBecause), ok false if none does: the one named by most
+// answering (jobenv.SilentBecause), ok false if none does: the one named by most
 // reports, the lowest rank among equals. A rank that itself reported
 // another as silent is not chosen: it was answering, and a rank frozen in
 // the middle of an exchange can leave other ranks naming, beside it, a
@@ -170,7 +117,7 @@ func unresponsive(fails []failedRank, eligible func(rank int) bool) (v silentVot
 	var votes []silentVote
 	accusers := map[int]bool{}
 	for _, f := range fails {
-		ranks, limit, isSilent := parseSilent(f.because)
+		ranks, limit, isSilent := jobenv.ParseSilent(f.because)
 		if !isSilent {
 			continue
 		}

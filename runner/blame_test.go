@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -40,7 +41,7 @@ func TestCulprit(t *testing.T) {
 		{"a signal death that blamed a peer yields to a plain failure",
 			[]failedRank{{rank: 0, err: killed(0, "SIGABRT"), because: "3"}, {rank: 3, err: exited(3, 1)}}, 3},
 		{"a peer's shutdown counts as a cause",
-			[]failedRank{{rank: 2, err: exited(2, 1), because: PeerShutdown}, {rank: 0, err: exited(0, 1)}}, 0},
+			[]failedRank{{rank: 2, err: exited(2, 1), because: jobenv.PeerShutdown}, {rank: 0, err: exited(0, 1)}}, 0},
 		{"earliest among plain failures", []failedRank{{rank: 3, err: exited(3, 4)}, {rank: 1, err: exited(1, 5)}}, 3},
 		{"earliest among signal deaths",
 			[]failedRank{{rank: 3, err: exited(3, 4)}, {rank: 2, err: killed(2, "SIGKILL")}, {rank: 0, err: killed(0, "SIGSEGV")}}, 2},
@@ -68,7 +69,7 @@ func reportAs(t *testing.T, f *fakeSpawner, rank int, because string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Set(ctx, FailedBecauseKey(rank), []byte(because)); err != nil {
+	if err := c.Set(ctx, jobenv.FailedBecauseKey(rank), []byte(because)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -259,23 +260,23 @@ func TestLaunchRanksThatNeverJoin(t *testing.T) {
 }
 
 func TestSilentBecause(t *testing.T) {
-	v := SilentBecause([]int{1, 3}, 2*time.Second)
+	v := jobenv.SilentBecause([]int{1, 3}, 2*time.Second)
 	if v != "silent 1,3 2s" {
 		t.Errorf("SilentBecause = %q, want %q", v, "silent 1,3 2s")
 	}
-	ranks, limit, ok := parseSilent(v)
+	ranks, limit, ok := jobenv.ParseSilent(v)
 	if !ok || !slices.Equal(ranks, []int{1, 3}) || limit != 2*time.Second {
-		t.Errorf("parseSilent(%q) = %v, %v, %v", v, ranks, limit, ok)
+		t.Errorf("jobenv.ParseSilent(%q) = %v, %v, %v", v, ranks, limit, ok)
 	}
-	for _, bad := range []string{"1", PeerGone, PeerShutdown, "unspecified", "silent", "silent 1", "silent x 2s", "silent 1 two", "silent -1 2s", "silent 1 2s 3"} {
-		if _, _, ok := parseSilent(bad); ok {
-			t.Errorf("parseSilent(%q) accepted it", bad)
+	for _, bad := range []string{"1", jobenv.PeerGone, jobenv.PeerShutdown, "unspecified", "silent", "silent 1", "silent x 2s", "silent 1 two", "silent -1 2s", "silent 1 2s 3"} {
+		if _, _, ok := jobenv.ParseSilent(bad); ok {
+			t.Errorf("jobenv.ParseSilent(%q) accepted it", bad)
 		}
 	}
 }
 
 func TestUnresponsive(t *testing.T) {
-	silent := func(limit time.Duration, ranks ...int) string { return SilentBecause(ranks, limit) }
+	silent := func(limit time.Duration, ranks ...int) string { return jobenv.SilentBecause(ranks, limit) }
 	all := func(int) bool { return true }
 	for _, tc := range []struct {
 		name     string
@@ -320,7 +321,7 @@ func TestUnresponsive(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
-	silent := SilentBecause([]int{1}, 2*time.Second)
+	silent := jobenv.SilentBecause([]int{1}, 2*time.Second)
 	all := func(int) bool { return true }
 	for _, tc := range []struct {
 		name   string
@@ -390,7 +391,10 @@ func TestLaunchNamesTheRankThatStoppedAnswering(t *testing.T) {
 			func(f *fakeSpawner) { f.proc(2).exit(1) },
 			"runner: rank 1 on a stopped answering (no answer within 2s, reported by rank 0); killed it"},
 		{"two reports",
-			func(f *fakeSpawner) { reportAs(t, f, 2, SilentBecause([]int{1}, time.Second)); f.proc(2).exit(1) },
+			func(f *fakeSpawner) {
+				reportAs(t, f, 2, jobenv.SilentBecause([]int{1}, time.Second))
+				f.proc(2).exit(1)
+			},
 			"runner: rank 1 on a stopped answering (no answer within 2s, reported by ranks 0 and 2); killed it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -401,7 +405,7 @@ func TestLaunchNamesTheRankThatStoppedAnswering(t *testing.T) {
 			errc := launchAsync(t.Context(), cfg)
 			f.waitSpawned(3)
 			start := time.Now()
-			reportAs(t, f, 0, SilentBecause([]int{1}, 2*time.Second))
+			reportAs(t, f, 0, jobenv.SilentBecause([]int{1}, 2*time.Second))
 			f.proc(0).exit(1)
 			tc.rest(f)
 			err := await(t, errc, blameWait+5*time.Second)
@@ -433,7 +437,7 @@ func TestLaunchSilentReportYieldsToASignalDeath(t *testing.T) {
 	f := newFakeSpawner(t)
 	errc := launchAsync(t.Context(), fakeConfig(t, f, "a:3", 3, &testutil.SyncBuffer{}))
 	f.waitSpawned(3)
-	reportAs(t, f, 0, SilentBecause([]int{1}, 2*time.Second))
+	reportAs(t, f, 0, jobenv.SilentBecause([]int{1}, 2*time.Second))
 	f.proc(0).exit(1)
 	_ = pingAs(t, f, 2) // a round trip, so that Launch most likely sees rank 0's exit first
 	f.proc(2).finish(&ExitError{Rank: 2, Host: "a", Status: -1, Signal: "SIGSEGV"})
@@ -508,7 +512,7 @@ func TestBlamerWaitsOn(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	for _, comes := range []bool{true, false} {
 		t.Run(fmt.Sprintf("failure comes %v", comes), func(t *testing.T) {
-			b := newBlamer(map[int]string{0: "1", 2: PeerGone}, 1)
+			b := newBlamer(map[int]string{0: "1", 2: jobenv.PeerGone}, 1)
 			b.failed(0, exited(0, 1), t0)
 			b.failed(2, exited(2, 1), t0.Add(10*time.Millisecond))
 			if b.windowEnded(t0.Add(blameWindow)) {
@@ -553,7 +557,7 @@ func TestBlamerRereadsReports(t *testing.T) {
 // blamer waits on as for any failure that blamed a peer.
 func TestBlamerSilent(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	silent := SilentBecause([]int{1}, 2*time.Second)
+	silent := jobenv.SilentBecause([]int{1}, 2*time.Second)
 
 	b := newBlamer(map[int]string{0: silent}, 1, 2)
 	b.failed(0, exited(0, 1), t0)

@@ -3,17 +3,21 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
+
+	"github.com/gorovod/gorovod/jobenv"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // KnobVars returns the GOROVOD_ variables through which a Config's start
-// timeout and tuning knobs reach the ranks (see WorkerEnv): every variable
+// timeout and tuning knobs reach the ranks (see jobenv.Env): every variable
 // that KnobsFromEnviron reads.
 func KnobVars() []string {
-	return []string{EnvStartTimeout, EnvFusionThreshold, EnvCycleTime, EnvCacheCapacity,
-		EnvStallCheckTime, EnvStallShutdownTime, EnvTimeline, EnvLogLevel, EnvOpTimeout, EnvNoSharedMemory,
-		EnvHierarchical, EnvAutotune, EnvAutotuneLog, EnvTLS}
+	var names []string
+	for _, k := range settings.Table() {
+		names = append(names, k.Var)
+	}
+	return names
 }
 
 // KnobsFromEnviron gives the knobs of c that were not set explicitly the
@@ -23,32 +27,37 @@ func KnobVars() []string {
 // command line) and that getenv returns non-empty, the knob takes that
 // value. The precedence is thus flag, then environment, then default.
 //
-// Values are read as the ranks read them (FromEnviron: Go durations,
+// Values are read as the ranks read them (jobenv.Env.Set: Go durations,
 // decimal integers, GOROVOD_FUSION_THRESHOLD in bytes,
 // GOROVOD_NO_SHARED_MEMORY 1 or 0) and checked together with the knobs
-// already in c. A bad value is an error wrapping ErrEnv that names the
-// variable and its value, and c is then left unchanged. When the knobs already in c are broken by
-// themselves, it leaves c unchanged and returns nil: Validate reports them.
+// already in c. A bad value is an error wrapping jobenv.ErrEnv that names
+// the variable and its value, and c is then left unchanged. When the knobs
+// already in c are broken by themselves, it leaves c unchanged and returns
+// nil: Validate reports them.
 // given may be nil (nothing set explicitly).
 func (c *Config) KnobsFromEnviron(getenv func(string) string, given func(name string) bool) error {
-	own := c.jobEnv()
-	if own.Validate() != nil {
+	env := c.jobEnv()
+	if env.Validate() != nil {
 		return nil
 	}
-	vars := own.knobEnviron()
 	var taken []string
+	var errs []error
 	for _, name := range KnobVars() {
 		if given != nil && given(name) {
 			continue
 		}
 		if s := getenv(name); s != "" {
-			vars[name], taken = s, append(taken, name)
+			taken = append(taken, name)
+			errs = append(errs, env.Set(name, s))
 		}
 	}
 	if len(taken) == 0 {
 		return nil
 	}
-	env, _, err := FromEnviron(func(name string) string { return vars[name] })
+	err := errors.Join(errs...)
+	if err == nil {
+		err = env.Validate()
+	}
 	if err != nil {
 		return errors.Join(err, fromEnvironHint(err, taken))
 	}
@@ -70,20 +79,8 @@ func fromEnvironHint(err error, taken []string) error {
 	}
 	if len(named) == 1 {
 		return fmt.Errorf("%w: %s comes from gorun's environment, as no flag sets it; fix or unset it, or give the flag",
-			ErrEnv, named[0])
+			jobenv.ErrEnv, named[0])
 	}
 	return fmt.Errorf("%w: %s and %s come from gorun's environment, as no flag sets them; fix or unset them, or give the flags",
-		ErrEnv, strings.Join(named[:len(named)-1], ", "), named[len(named)-1])
-}
-
-// knobEnviron returns the KnobVars of e, by name, as Environ writes them.
-func (e WorkerEnv) knobEnviron() map[string]string {
-	knobs := KnobVars()
-	vars := make(map[string]string, len(knobs))
-	for _, kv := range e.Environ() {
-		if name, value, _ := strings.Cut(kv, "="); slices.Contains(knobs, name) {
-			vars[name] = value
-		}
-	}
-	return vars
+		jobenv.ErrEnv, strings.Join(named[:len(named)-1], ", "), named[len(named)-1])
 }

@@ -3,11 +3,13 @@ package runner
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/settings"
 )
 
@@ -130,10 +132,10 @@ func TestLaunchLogLevelDebug(t *testing.T) {
 // launcher's environment, read as the ranks read them; explicit ones win.
 func TestKnobsFromEnviron(t *testing.T) {
 	env := map[string]string{
-		EnvStartTimeout: "45s", EnvFusionThreshold: "1048576", EnvCycleTime: "2ms", EnvCacheCapacity: "7",
-		EnvStallCheckTime: "10s", EnvStallShutdownTime: "20s", EnvTimeline: "/tmp/tl.json",
-		EnvLogLevel: "debug", EnvOpTimeout: "1m", EnvNoSharedMemory: "1",
-		EnvHierarchical: "on", EnvAutotune: "1", EnvAutotuneLog: "/tmp/tune.csv", EnvTLS: "1",
+		jobenv.EnvStartTimeout: "45s", jobenv.EnvFusionThreshold: "1048576", jobenv.EnvCycleTime: "2ms", jobenv.EnvCacheCapacity: "7",
+		jobenv.EnvStallCheckTime: "10s", jobenv.EnvStallShutdownTime: "20s", jobenv.EnvTimeline: "/tmp/tl.json",
+		jobenv.EnvLogLevel: "debug", jobenv.EnvOpTimeout: "1m", jobenv.EnvNoSharedMemory: "1",
+		jobenv.EnvHierarchical: "on", jobenv.EnvAutotune: "1", jobenv.EnvAutotuneLog: "/tmp/tune.csv", jobenv.EnvTLS: "1",
 	}
 	c := DefaultConfig()
 	if err := c.KnobsFromEnviron(func(k string) string { return env[k] }, nil); err != nil {
@@ -145,18 +147,46 @@ func TestKnobsFromEnviron(t *testing.T) {
 		c.Hierarchical != settings.On || !c.Autotune || c.AutotuneLogPath != "/tmp/tune.csv" || !c.TLS {
 		t.Errorf("knobs from the environment: %+v", c)
 	}
-	if len(KnobVars()) != len(env) {
-		t.Errorf("KnobVars %v; the test covers %d", KnobVars(), len(env))
-	}
 
 	c = DefaultConfig()
 	c.LogLevel, c.StallWarning = "warn", 5*time.Second // given explicitly
-	given := func(name string) bool { return name == EnvLogLevel || name == EnvStallCheckTime }
+	given := func(name string) bool { return name == jobenv.EnvLogLevel || name == jobenv.EnvStallCheckTime }
 	if err := c.KnobsFromEnviron(func(k string) string { return env[k] }, given); err != nil {
 		t.Fatal(err)
 	}
 	if c.LogLevel != "warn" || c.StallWarning != 5*time.Second || c.CycleTime != 2*time.Millisecond {
 		t.Errorf("explicit knobs lost to the environment: log %q, stall %v, cycle %v", c.LogLevel, c.StallWarning, c.CycleTime)
+	}
+}
+
+// TestKnobsFromEnvironEveryKnob: every variable of KnobVars (every knob
+// of settings.Table, those to come included) sets its knob, and only it,
+// from the launcher's environment, spelt as the ranks read it (the first
+// valid value of a few that is not the default).
+func TestKnobsFromEnvironEveryKnob(t *testing.T) {
+	for _, k := range settings.Table() {
+		if !slices.Contains(KnobVars(), k.Var) {
+			t.Errorf("KnobVars lacks %s", k.Var)
+		}
+		want := DefaultConfig()
+		var value string
+		for _, v := range []string{"2097152", "3m", "1", "on", "/tmp/x", "debug"} {
+			env := jobenv.DefaultEnv()
+			if k.Env(&env.Knobs).Set(v) == nil && env.Knobs != settings.Defaults() && env.Validate() == nil {
+				value, want.Knobs = v, env.Knobs
+				break
+			}
+		}
+		if value == "" {
+			t.Fatalf("%s: no value to try", k.Var)
+		}
+		c := DefaultConfig()
+		if err := c.KnobsFromEnviron(func(name string) string { return map[string]string{k.Var: value}[name] }, nil); err != nil {
+			t.Fatalf("%s=%s: %v", k.Var, value, err)
+		}
+		if c.Knobs != want.Knobs {
+			t.Errorf("%s=%s gave %+v, want %+v", k.Var, value, c.Knobs, want.Knobs)
+		}
 	}
 }
 
@@ -166,14 +196,14 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name, value, want string
 	}{
-		{EnvCycleTime, "fast", `GOROVOD_CYCLE_TIME="fast": not a Go duration`},
-		{EnvCycleTime, "0s", "GOROVOD_CYCLE_TIME=0s: must be positive"},
-		{EnvCacheCapacity, "-1", "GOROVOD_CACHE_CAPACITY=-1: must not be negative"},
-		{EnvFusionThreshold, "64MB", `GOROVOD_FUSION_THRESHOLD="64MB": not a decimal integer`},
-		{EnvLogLevel, "loud", `GOROVOD_LOG_LEVEL="loud"`},
-		{EnvNoSharedMemory, "yes", `GOROVOD_NO_SHARED_MEMORY="yes": not 1 or 0`},
-		{EnvTLS, "on", `GOROVOD_TLS="on": not 1 or 0`},
-		{EnvStallShutdownTime, "30s", "GOROVOD_STALL_SHUTDOWN_TIME=30s: must not be shorter than GOROVOD_STALL_CHECK_TIME=1m0s"},
+		{jobenv.EnvCycleTime, "fast", `GOROVOD_CYCLE_TIME="fast": not a Go duration`},
+		{jobenv.EnvCycleTime, "0s", "GOROVOD_CYCLE_TIME=0s: must be positive"},
+		{jobenv.EnvCacheCapacity, "-1", "GOROVOD_CACHE_CAPACITY=-1: must not be negative"},
+		{jobenv.EnvFusionThreshold, "64MB", `GOROVOD_FUSION_THRESHOLD="64MB": not a decimal integer`},
+		{jobenv.EnvLogLevel, "loud", `GOROVOD_LOG_LEVEL="loud"`},
+		{jobenv.EnvNoSharedMemory, "yes", `GOROVOD_NO_SHARED_MEMORY="yes": not 1 or 0`},
+		{jobenv.EnvTLS, "on", `GOROVOD_TLS="on": not 1 or 0`},
+		{jobenv.EnvStallShutdownTime, "30s", "GOROVOD_STALL_SHUTDOWN_TIME=30s: must not be shorter than GOROVOD_STALL_CHECK_TIME=1m0s"},
 	} {
 		c := DefaultConfig()
 		err := c.KnobsFromEnviron(func(k string) string {
@@ -182,9 +212,9 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 			}
 			return ""
 		}, nil)
-		if !errors.Is(err, ErrEnv) || !strings.Contains(err.Error(), tt.want) ||
+		if !errors.Is(err, jobenv.ErrEnv) || !strings.Contains(err.Error(), tt.want) ||
 			!strings.Contains(err.Error(), tt.name+" comes from gorun's environment") {
-			t.Errorf("%s=%s: %v\nwant ErrEnv containing %s", tt.name, tt.value, err, tt.want)
+			t.Errorf("%s=%s: %v\nwant jobenv.ErrEnv containing %s", tt.name, tt.value, err, tt.want)
 		}
 		if c.Knobs != settings.Defaults() {
 			t.Errorf("%s=%s: config changed by a failed call: %+v", tt.name, tt.value, c)
@@ -194,8 +224,8 @@ func TestKnobsFromEnvironErrors(t *testing.T) {
 	c := DefaultConfig()
 	c.StallWarning = 10 * time.Second
 	err := c.KnobsFromEnviron(func(k string) string {
-		return map[string]string{EnvStallShutdownTime: "30s"}[k]
-	}, func(name string) bool { return name == EnvStallCheckTime })
+		return map[string]string{jobenv.EnvStallShutdownTime: "30s"}[k]
+	}, func(name string) bool { return name == jobenv.EnvStallCheckTime })
 	if err != nil || c.StallShutdown != 30*time.Second {
 		t.Errorf("stall shutdown 30s from the environment with a 10s check: %v, %v", c.StallShutdown, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -36,9 +38,9 @@ func TestConfigValidate(t *testing.T) {
 		{"bad bind port", func(c *Config) { c.BindAddr = "h:port" }, ErrConfig, `--bind-addr "h:port": want host or host:port`},
 		{"forward GOROVOD", func(c *Config) { c.ForwardEnv = []string{"GOROVOD_RANK"} }, ErrConfig, "-x GOROVOD_RANK"},
 		{"forward empty", func(c *Config) { c.ForwardEnv = []string{"=x"} }, ErrConfig, `-x "=x"`},
-		{"zero start timeout", func(c *Config) { c.StartTimeout = 0 }, ErrEnv, "GOROVOD_START_TIMEOUT=0s"},
-		{"zero cycle time", func(c *Config) { c.CycleTime = 0 }, ErrEnv, "GOROVOD_CYCLE_TIME=0s"},
-		{"bad log level", func(c *Config) { c.LogLevel = "loud" }, ErrEnv, "GOROVOD_LOG_LEVEL"},
+		{"zero start timeout", func(c *Config) { c.StartTimeout = 0 }, jobenv.ErrEnv, "GOROVOD_START_TIMEOUT=0s"},
+		{"zero cycle time", func(c *Config) { c.CycleTime = 0 }, jobenv.ErrEnv, "GOROVOD_CYCLE_TIME=0s"},
+		{"bad log level", func(c *Config) { c.LogLevel = "loud" }, jobenv.ErrEnv, "GOROVOD_LOG_LEVEL"},
 		{"elastic", func(c *Config) { c.MinNP, c.ResetLimit = 1, 3 }, nil, ""},
 		{"min-np over np", func(c *Config) { c.MinNP = 3 }, ErrConfig, "--min-np 3 is not in 0..2"},
 		{"negative min-np", func(c *Config) { c.MinNP = -1 }, ErrConfig, "--min-np -1"},
@@ -73,7 +75,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	c := DefaultConfig()
 	c.NP, c.Command, c.CycleTime = 0, nil, 0
 	err := c.Validate()
-	for _, target := range []error{ErrNumProc, ErrConfig, ErrEnv} {
+	for _, target := range []error{ErrNumProc, ErrConfig, jobenv.ErrEnv} {
 		if !errors.Is(err, target) {
 			t.Errorf("Validate = %v, want it to wrap %v", err, target)
 		}

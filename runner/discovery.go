@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // ErrDiscovery reports a host discovery script that failed or printed
@@ -184,18 +186,18 @@ func parseDiscovered(out string, slotsPerHost int, script string) ([]Host, error
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		h, err := parseHostItem(line)
+		h, err := hostlist.ParseItem(line)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s, line %d %q: %v", ErrDiscovery, script, i+1, clip(line, maxQuoted), err)
 		}
 		if !hasSlotCount(line) {
 			h.Slots = max(slotsPerHost, 1)
 		}
-		if j, dup := seen[hostKey(h.Name)]; dup {
+		if j, dup := seen[hostlist.Key(h.Name)]; dup {
 			return nil, fmt.Errorf("%w: %s, line %d: host %q is also on line %d", ErrDiscovery, script, i+1, h.Name, j)
 		}
-		seen[hostKey(h.Name)] = i + 1
-		hosts = append(hosts, h)
+		seen[hostlist.Key(h.Name)] = i + 1
+		hosts = append(hosts, Host(h))
 	}
 	return hosts, nil
 }

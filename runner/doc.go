@@ -1,7 +1,7 @@
 // Package runner is the launcher side of gorovod: it turns a host list into
-// one slot per rank, defines the environment through which the launcher
-// (gorun) tells each worker process who it is, and starts, watches and stops
-// the ranks of a job (Launch).
+// one slot per rank, gives each worker process its environment (the
+// contract of package jobenv), and starts, watches and stops the ranks of a
+// job (Launch).
 //
 // # Host lists
 //
@@ -47,64 +47,11 @@
 //
 // # Launcher–worker environment
 //
-// WorkerEnv is the whole contract between gorun and its workers, and env.go
-// the only place it is written (WorkerEnv.Environ) and read (FromEnviron).
-// Each worker gets:
-//
-//	GOROVOD_RANK, GOROVOD_SIZE              global rank and number of ranks
-//	GOROVOD_LOCAL_RANK, GOROVOD_LOCAL_SIZE  the same on its host
-//	GOROVOD_CROSS_RANK, GOROVOD_CROSS_SIZE  the same across hosts
-//	GOROVOD_HOSTNAME                        its host as named in the host list
-//	GOROVOD_RENDEZVOUS_ADDR                 host:port of the rendezvous service
-//	GOROVOD_SECRET                          the 32-byte job secret, hex
-//	GOROVOD_BIND_ADDR                       data-plane address or interface ("" = auto)
-//	GOROVOD_START_TIMEOUT                   wait for all ranks to register (30s)
-//
-// and the tuning knobs (the fields of settings.Knobs), with their defaults
-// (settings.Defaults):
-//
-//	GOROVOD_FUSION_THRESHOLD     bytes per fused buffer, 0 = no fusion (67108864)
-//	GOROVOD_CYCLE_TIME           longest wait between negotiation cycles (1ms)
-//	GOROVOD_CACHE_CAPACITY       response cache entries, 0 = no cache (1024)
-//	GOROVOD_STALL_CHECK_TIME     warn about stalled tensors, 0 = never (60s)
-//	GOROVOD_STALL_SHUTDOWN_TIME  abort on a stall this long, 0 = at GOROVOD_OP_TIMEOUT (0s)
-//	GOROVOD_TIMELINE             timeline file ("" = none)
-//	GOROVOD_LOG_LEVEL            debug, info, warn or error (info)
-//	GOROVOD_OP_TIMEOUT           bound on every wait for another rank, negotiation and stalls included, 0 = none (10m)
-//	GOROVOD_NO_SHARED_MEMORY     1: links between ranks on one host stay on TCP, 0: shared memory (0)
-//	GOROVOD_HIERARCHICAL_ALLREDUCE  auto, on or off: two-level all-reduce, all-gather and broadcast across hosts (auto)
-//	GOROVOD_AUTOTUNE             1: rank 0 tunes the knobs while the job trains, 0: off (0)
-//	GOROVOD_AUTOTUNE_LOG         CSV file of the autotuner's trials ("" = none)
-//	GOROVOD_TLS                  1: the rendezvous and the TCP links run inside TLS 1.3, 0: clear (0)
-//
-// Durations use Go syntax ("1ms", "60s", "1m30s"). Without GOROVOD_RANK a
-// process is a single rank of size 1. The secret never appears on a command
-// line or in a log: WorkerEnv's String, Format and LogValue redact it, and
-// RedactEnviron does the same for "NAME=value" lists.
-//
-// # Other launchers
-//
-// A process that gorun did not start finds its place with Detect, which
-// hvd.Init calls: after the GOROVOD_* contract it tries, in order, a
-// GOROVOD_CLUSTER spec (ClusterSpec: hosts, port and this process's index,
-// for a start by hand, one command per process), Open MPI
-// (OMPI_COMM_WORLD_*), MPICH's Hydra and Intel MPI (PMI_RANK, PMI_SIZE,
-// MPI_LOCALRANKID, MPI_LOCALNRANKS), a task of a Slurm step (SLURM_PROCID,
-// SLURM_STEP_NODELIST expanded by ExpandHostlist,
-// SLURM_STEP_TASKS_PER_NODE by ExpandTasksPerNode), and torchrun-style
-// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Rank 0 serves the
-// rendezvous at an address every rank works out the same way: the step's
-// first node (Slurm), MASTER_ADDR:MASTER_PORT, the spec's first host, or
-// 127.0.0.1 when every rank is on one host; the port is
-// GOROVOD_RENDEZVOUS_PORT, the launcher's, or DerivedPort of the job id.
-// Where nothing says where rank 0 is (mpirun across hosts)
-// GOROVOD_RENDEZVOUS_ADDR must be set. The secret comes from
-// GOROVOD_SECRET_FILE (ReadSecretFile: 64 hex digits, mode 0600, 4 KiB at
-// most),
-// GOROVOD_SECRET, or else is JobToken of the job id, which keeps other jobs
-// out but not an attacker; rank 0 then warns. Variables that say the job
-// has several ranks but cannot be joined are an ErrLauncher error naming
-// the launcher and what it read.
+// What gorun tells each rank, and how a rank started by another launcher
+// finds its place, is package jobenv's: Launch writes one jobenv.Env per
+// rank (jobenv.Env.ForSlot, jobenv.Env.Environ) into its environment, and
+// reads the reports that failing ranks leave in the rendezvous
+// (jobenv.FailedBecauseKey) and the heartbeats of elastic workers.
 //
 // Inside a Slurm allocation with no hosts given, gorun takes the
 // allocation's nodes and slots (SlurmAllocation) and starts each rank as a
@@ -130,7 +77,7 @@
 //     rank starts; a host that cannot connect back is a *ConnectBackError
 //     that names it, the address and the flags --bind-addr and
 //     --network-interface.
-//  5. Each rank starts, in rank order, with the job's WorkerEnv for its slot
+//  5. Each rank starts, in rank order, with the job's jobenv.Env for its slot
 //     plus the -x variables (ForwardEnv), in gorun's working directory. The
 //     spawner is chosen per host: LocalSpawner for localhost, 127.0.0.1,
 //     ::1 and this machine's name (IsLocalHost), ssh for the others;
@@ -148,13 +95,13 @@
 // A failed rank — a non-zero exit, death by a signal, a lost ssh
 // connection — stops the job, but Launch first names the rank that failed
 // on its own. Ranks often fail because another did, and hvd ranks say so
-// through the rendezvous before they exit (FailedBecauseKey). Launch waits
+// through the rendezvous before they exit (jobenv.FailedBecauseKey). Launch waits
 // up to 0.5 s after the first failure, or until every rank has ended, then
 // prefers a rank killed by a signal, then any other failure, over ranks
 // that blamed a peer, and the earliest among equals; if every failure so
 // far blamed a peer, it waits up to 3 s for the one they blamed. When
 // ranks report that a rank did not answer them within their op timeout or
-// stall shutdown time (it is stopped or hung; see SilentBecause), Launch
+// stall shutdown time (it is stopped or hung; see jobenv.SilentBecause), Launch
 // names that rank, the one most reports name, over every failure but a
 // death by a signal, as an *UnresponsiveError, and kills it at once with
 // SIGKILL:

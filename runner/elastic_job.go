@@ -8,6 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // blacklistCooldown is how long a host where a rank failed gets no new
@@ -36,7 +39,7 @@ type elasticJob struct {
 	disco      *discoverer // runs the discovery script, or nil
 	discoFails discoveryFailures
 	alive      *heartbeats // the members' heartbeats
-	env        WorkerEnv
+	env        jobenv.Env
 	spawnerFor func(string) Spawner
 }
 
@@ -44,7 +47,7 @@ type elasticJob struct {
 // started rank, in launch order) and starts the discovery loop when there
 // is a script. The controller comes back even with an error, for watch to
 // close.
-func startElastic(ctx context.Context, j *job, hosts []Host, env WorkerEnv, spawnerFor func(string) Spawner) (*elasticJob, error) {
+func startElastic(ctx context.Context, j *job, hosts []Host, env jobenv.Env, spawnerFor func(string) Spawner) (*elasticJob, error) {
 	now := time.Now()
 	e := &elasticJob{job: j, removing: map[int]time.Time{}, banned: map[string]time.Time{}, hosts: hosts,
 		env: env, spawnerFor: spawnerFor,
@@ -120,14 +123,14 @@ func (e *elasticJob) close() {
 // publish makes the current members the next generation.
 func (e *elasticJob) publish() error {
 	e.gen++
-	g := Generation{N: e.gen}
+	g := jobenv.Generation{N: e.gen}
 	for _, rank := range e.members {
 		h := e.ranks[rank].slot.Host
-		g.Members = append(g.Members, ElasticMember{ID: elasticID(h, rank), Host: h})
+		g.Members = append(g.Members, jobenv.ElasticMember{ID: elasticID(h, rank), Host: h})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := PublishGeneration(ctx, e.srv, g); err != nil {
+	if err := jobenv.PublishGeneration(ctx, e.srv, g); err != nil {
 		return fmt.Errorf("runner: publishing generation %d of the elastic job: %w", g.N, err)
 	}
 	for r, launched := range e.members { // their output shows the rank they have from now on
@@ -229,7 +232,7 @@ func (e *elasticJob) rediscover(d discovery) error {
 	e.hosts = d.hosts
 	left := false
 	for _, r := range slices.Clone(e.members) {
-		if h := e.ranks[r].slot.Host; !slices.ContainsFunc(d.hosts, func(x Host) bool { return hostKey(x.Name) == hostKey(h) }) {
+		if h := e.ranks[r].slot.Host; !slices.ContainsFunc(d.hosts, func(x Host) bool { return hostlist.Key(x.Name) == hostlist.Key(h) }) {
 			e.drop(r)
 			e.removing[r] = time.Now()
 			left = true
@@ -262,12 +265,12 @@ func (e *elasticJob) maxNP() int {
 func (e *elasticJob) shareOn(host string) CPUShare {
 	used := 0
 	for _, r := range e.members {
-		if hostKey(e.ranks[r].slot.Host) == hostKey(host) {
+		if hostlist.Key(e.ranks[r].slot.Host) == hostlist.Key(host) {
 			used++
 		}
 	}
 	for _, h := range e.hosts {
-		if hostKey(h.Name) == hostKey(host) && used < h.Slots {
+		if hostlist.Key(h.Name) == hostlist.Key(host) && used < h.Slots {
 			return CPUShare{Index: used, Of: h.Slots, Bind: e.cfg.BindTo == BindCore}
 		}
 	}
@@ -279,7 +282,7 @@ func (e *elasticJob) shareOn(host string) CPUShare {
 func (e *elasticJob) freeSlots(n int) []string {
 	used := map[string]int{}
 	for _, r := range e.members {
-		used[hostKey(e.ranks[r].slot.Host)]++
+		used[hostlist.Key(e.ranks[r].slot.Host)]++
 	}
 	var out []string
 	now := time.Now()
@@ -287,7 +290,7 @@ func (e *elasticJob) freeSlots(n int) []string {
 		if now.Before(e.banned[h.Name]) {
 			continue
 		}
-		for range h.Slots - used[hostKey(h.Name)] {
+		for range h.Slots - used[hostlist.Key(h.Name)] {
 			if len(out) == n {
 				return out
 			}
@@ -362,7 +365,7 @@ func (e *elasticJob) spawnElastic(host string) error {
 	s := Slot{Host: host, Rank: rank, Size: rank + 1, LocalSize: 1, CrossSize: 1}
 	c := Command{
 		Argv: e.cfg.Command,
-		Env:  append(append(slices.Clone(e.forward), e.env.ForSlot(s).Environ()...), EnvElasticID+"="+elasticID(host, rank)),
+		Env:  append(append(slices.Clone(e.forward), e.env.ForSlot(jobenv.Slot(s)).Environ()...), jobenv.EnvElasticID+"="+elasticID(host, rank)),
 		Dir:  e.cfg.Dir,
 		CPUs: e.shareOn(host),
 	}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // lockedBuffer is a bytes.Buffer safe for writers and a reader at once.
@@ -379,27 +381,27 @@ func testElasticJob(t0 time.Time) (*elasticJob, *fakeServer) {
 }
 
 // TestElasticHeartbeats: the controller looks at the heartbeats every
-// HeartbeatInterval; a member that sent none within the start timeout and
-// HeartbeatLimit is killed and dropped, and with fewer than MinNP ranks
+// jobenv.HeartbeatInterval; a member that sent none within the start timeout and
+// jobenv.HeartbeatLimit is killed and dropped, and with fewer than MinNP ranks
 // left and no discovery script the job stops, naming it.
 func TestElasticHeartbeats(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	e, srv := testElasticJob(t0)
-	if !e.due().Equal(t0.Add(HeartbeatInterval)) || e.holds() {
+	if !e.due().Equal(t0.Add(jobenv.HeartbeatInterval)) || e.holds() {
 		t.Fatalf("due %v, holds %v; want the first look at the heartbeats, not holding", e.due(), e.holds())
 	}
-	if err := e.tick(t0.Add(HeartbeatInterval / 2)); err != nil || !e.alive.next.Equal(t0.Add(HeartbeatInterval)) {
+	if err := e.tick(t0.Add(jobenv.HeartbeatInterval / 2)); err != nil || !e.alive.next.Equal(t0.Add(jobenv.HeartbeatInterval)) {
 		t.Fatalf("an early tick: %v, next look %v", err, e.alive.next)
 	}
-	beat := func(rank int, n string) { srv.values[AliveKey(elasticID("a", rank))] = []byte(n) }
+	beat := func(rank int, n string) { srv.values[jobenv.AliveKey(elasticID("a", rank))] = []byte(n) }
 	beat(1, "1")
 	if err := e.tick(e.due()); err != nil || !e.alive.beats[1].seen {
 		t.Fatalf("first look: %v, rank 1's beat seen %v", err, e.alive.beats[1].seen)
 	}
-	if want := t0.Add(2 * HeartbeatInterval); !e.due().Equal(want) {
+	if want := t0.Add(2 * jobenv.HeartbeatInterval); !e.due().Equal(want) {
 		t.Errorf("due %v after a look, want %v", e.due(), want)
 	}
-	silentAt := t0.Add(HeartbeatLimit + e.cfg.StartTimeout)
+	silentAt := t0.Add(jobenv.HeartbeatLimit + e.cfg.StartTimeout)
 	beat(1, "2")
 	if err := e.tick(silentAt.Add(-time.Millisecond)); err != nil {
 		t.Fatalf("rank 0 counted silent before its limit: %v", err)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // Sentinel errors of package runner. Returned errors wrap them (with %w or an
@@ -11,7 +13,7 @@ import (
 var (
 	// ErrHosts reports a malformed -H host list: an empty item, a bad host
 	// name, a slot count that is not a positive integer, or a duplicate host.
-	ErrHosts = errors.New("runner: bad -H host list")
+	ErrHosts = hostlist.ErrHosts
 	// ErrHostfile reports a malformed hostfile or one that cannot be read.
 	// The error is a *HostfileError carrying the line number and its text.
 	ErrHostfile = errors.New("runner: bad hostfile")
@@ -21,18 +23,9 @@ var (
 	ErrNumProc = errors.New("runner: bad -np")
 	// ErrSlots reports that -np asks for more ranks than the hosts have slots.
 	ErrSlots = errors.New("runner: not enough slots")
-	// ErrEnv reports a launcher–worker environment variable that cannot be
-	// parsed, or a WorkerEnv that breaks one of its invariants.
-	ErrEnv = errors.New("runner: bad worker environment")
 	// ErrConfig reports a Config that breaks one of its invariants (see
 	// Config.Validate), or a rendezvous address that cannot be worked out.
 	ErrConfig = errors.New("runner: bad configuration")
-	// ErrLauncher reports a process whose launcher (Slurm, mpirun, torchrun,
-	// a cluster spec) says it belongs to a job of several ranks that it
-	// cannot join: a variable missing or malformed, no way to find rank 0,
-	// or an unusable secret. The message names the launcher and the
-	// variables it read.
-	ErrLauncher = errors.New("runner: cannot join the launcher's job")
 	// ErrInterrupted reports a job that Launch stopped because its context
 	// ended (gorun received SIGINT or SIGTERM).
 	ErrInterrupted = errors.New("runner: interrupted")

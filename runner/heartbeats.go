@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // heartbeats watches the heartbeat counters (AliveKey) of an elastic job's
-// members, every HeartbeatInterval, and finds those that went silent: a
-// counter that stood still for HeartbeatLimit (the worker's host is cut
+// members, every jobenv.HeartbeatInterval, and finds those that went silent: a
+// counter that stood still for jobenv.HeartbeatLimit (the worker's host is cut
 // off, or it hangs), or none sent within the start timeout and that
 // limit. Workers are launch indexes; times come in as arguments.
 type heartbeats struct {
@@ -29,7 +31,7 @@ type beat struct {
 }
 
 func newHeartbeats(read func(string) ([]byte, bool), startTimeout time.Duration, now time.Time) *heartbeats {
-	return &heartbeats{read: read, startTimeout: startTimeout, next: now.Add(HeartbeatInterval), beats: map[int]beat{}}
+	return &heartbeats{read: read, startTimeout: startTimeout, next: now.Add(jobenv.HeartbeatInterval), beats: map[int]beat{}}
 }
 
 // started notes that worker rank started at now.
@@ -37,19 +39,19 @@ func (h *heartbeats) started(rank int, now time.Time) { h.beats[rank] = beat{at:
 
 // look reads the counters of members (hostOf gives a worker's host) at
 // now, and returns those that went silent, with why; look is next due
-// HeartbeatInterval later. A host cut off silences all its workers: those
+// jobenv.HeartbeatInterval later. A host cut off silences all its workers: those
 // whose last beat came a little later go with the first, rather than a
 // generation later.
 func (h *heartbeats) look(members []int, hostOf func(int) string, now time.Time) (silent []int, why error) {
-	h.next = now.Add(HeartbeatInterval)
+	h.next = now.Add(jobenv.HeartbeatInterval)
 	var errs []error
 	for _, r := range members {
 		b := h.beats[r]
-		if v, ok := h.read(AliveKey(elasticID(hostOf(r), r))); ok && (!b.seen || string(v) != b.value) {
+		if v, ok := h.read(jobenv.AliveKey(elasticID(hostOf(r), r))); ok && (!b.seen || string(v) != b.value) {
 			h.beats[r] = beat{value: string(v), at: now, seen: true}
 			continue
 		}
-		limit := HeartbeatLimit
+		limit := jobenv.HeartbeatLimit
 		if !b.seen {
 			limit += h.startTimeout
 		}
@@ -67,7 +69,7 @@ func (h *heartbeats) look(members []int, hostOf func(int) string, now time.Time)
 	}
 	for _, r := range members {
 		host, b := hostOf(r), h.beats[r]
-		if !slices.Contains(silent, r) && b.seen && now.Sub(b.at) >= 2*HeartbeatInterval &&
+		if !slices.Contains(silent, r) && b.seen && now.Sub(b.at) >= 2*jobenv.HeartbeatInterval &&
 			slices.ContainsFunc(silent, func(x int) bool { return hostOf(x) == host }) {
 			silent = append(silent, r)
 			errs = append(errs, fmt.Errorf("runner: rank %d on %s sent no sign of life for %v either", r, host, now.Sub(b.at).Round(100*time.Millisecond)))

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // maxHostfileLine bounds the length of one hostfile line, and
@@ -67,14 +69,14 @@ func ParseHostfile(r io.Reader) ([]Host, error) {
 		if !ok {
 			continue
 		}
-		if first, dup := seen[hostKey(h.Name)]; dup {
+		if first, dup := seen[hostlist.Key(h.Name)]; dup {
 			if err := tooLarge(); err != nil {
 				return nil, err
 			}
 			err := fmt.Errorf("duplicate host %q (first on line %d)", h.Name, first)
 			return nil, &HostfileError{Line: line, Text: text, Err: err}
 		}
-		seen[hostKey(h.Name)] = line
+		seen[hostlist.Key(h.Name)] = line
 		hosts = append(hosts, h)
 	}
 	if err := sc.Err(); err != nil {
@@ -115,7 +117,7 @@ func parseHostfileLine(text string) (h Host, ok bool, err error) {
 		if !found {
 			return Host{}, false, fmt.Errorf(`expected "slots=N" after the host, got %q`, clip(fields[1], maxQuoted))
 		}
-		if slots, err = parseSlots(value); err != nil {
+		if slots, err = hostlist.ParseSlots(value); err != nil {
 			return Host{}, false, err
 		}
 	}
@@ -125,13 +127,13 @@ func parseHostfileLine(text string) (h Host, ok bool, err error) {
 // parseHostfileName checks the host token of a hostfile line, pointing users
 // of the -H form ("host:2") at the hostfile form ("host slots=2").
 func parseHostfileName(tok string) (string, error) {
-	name, err := parseHostName(tok, true)
+	name, err := hostlist.ParseName(tok, true)
 	if err == nil {
 		return name, nil
 	}
 	if host, n, found := strings.Cut(tok, ":"); found && strings.Count(tok, ":") == 1 {
-		_, herr := parseHostName(host, false)
-		if _, serr := parseSlots(n); herr == nil && serr == nil {
+		_, herr := hostlist.ParseName(host, false)
+		if _, serr := hostlist.ParseSlots(n); herr == nil && serr == nil {
 			return "", fmt.Errorf(`bad host name %q (write "%s slots=%s" in a hostfile)`, clip(tok, maxQuoted), host, n)
 		}
 	}

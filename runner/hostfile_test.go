@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 func TestParseHostfile(t *testing.T) {
@@ -147,7 +149,7 @@ func TestHostfileExample(t *testing.T) {
 func formatHostfile(hosts []Host) string {
 	var b strings.Builder
 	for _, h := range hosts {
-		fmt.Fprintf(&b, "%s slots=%d\n", hostLiteral(h.Name), h.Slots)
+		fmt.Fprintf(&b, "%s slots=%d\n", hostlist.Literal(h.Name), h.Slots)
 	}
 	return b.String()
 }

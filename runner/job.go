@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // maxAdded bounds the ranks an elastic job can start beyond its first
@@ -68,19 +70,19 @@ func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Sl
 
 // spawnAll starts every rank in order and returns the first spawn error.
 // It stops early, without error, when ctx ends (watch reports that).
-func (j *job) spawnAll(ctx context.Context, env WorkerEnv, spawnerFor func(string) Spawner) error {
+func (j *job) spawnAll(ctx context.Context, env jobenv.Env, spawnerFor func(string) Spawner) error {
 	for _, s := range j.slots {
 		if ctx.Err() != nil {
 			return nil
 		}
 		c := Command{
 			Argv: j.cfg.Command,
-			Env:  append(slices.Clone(j.forward), env.ForSlot(s).Environ()...),
+			Env:  append(slices.Clone(j.forward), env.ForSlot(jobenv.Slot(s)).Environ()...),
 			Dir:  j.cfg.Dir,
 			CPUs: CPUShare{Index: s.LocalRank, Of: s.LocalSize, Bind: j.cfg.BindTo == BindCore},
 		}
 		if j.cfg.MinNP > 0 {
-			c.Env = append(c.Env, EnvElasticID+"="+elasticID(s.Host, s.Rank))
+			c.Env = append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank))
 		}
 		if err := j.spawn(ctx, s, c, len(j.forward), spawnerFor(s.Host)); err != nil {
 			if ctx.Err() != nil {
@@ -105,7 +107,7 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 	}
 	if j.cfg.Verbose {
 		j.log.Info("gorun: spawn", "rank", s.Rank, "host", s.Host, "argv", c.Argv, "dir", c.Dir,
-			"env", RedactEnviron(c.Env[nForward:]), "forward", forwardNames(c.Env[:nForward]))
+			"env", jobenv.RedactEnviron(c.Env[nForward:]), "forward", forwardNames(c.Env[:nForward]))
 	}
 	p, err := sp.Spawn(ctx, s, c, out.Stdout, out.Stderr)
 	if err != nil {

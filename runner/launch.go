@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -17,7 +18,7 @@ import (
 // It validates cfg, assigns ranks to slots, chooses the rendezvous address
 // (below), makes the job secret, starts the rendezvous service, checks
 // remote hosts (when their spawner is a HostChecker), and starts one rank
-// per slot with its WorkerEnv. Their output is prefixed onto cfg.Stdout
+// per slot with its jobenv.Env. Their output is prefixed onto cfg.Stdout
 // and cfg.Stderr (and copied to cfg.OutputDir).
 //
 // The rendezvous address is cfg.BindAddr, else the address of
@@ -46,9 +47,9 @@ import (
 // another one did (their links to it broke): after the first failure Launch
 // waits up to half a second, or until every rank has ended, and names a
 // rank killed by a signal first, then a rank that failed otherwise, before
-// any rank that reported (through the rendezvous, see FailedBecauseKey)
+// any rank that reported (through the rendezvous, see jobenv.FailedBecauseKey)
 // that a peer caused its failure; the earliest to exit among equals. When
-// ranks report that a rank did not answer them in time (SilentBecause),
+// ranks report that a rank did not answer them in time (jobenv.SilentBecause),
 // Launch kills that rank at once and returns an *UnresponsiveError naming
 // it, unless a rank died of a signal on its own. A rank that exits with
 // status 0 without registering with the rendezvous while another rank has
@@ -166,36 +167,6 @@ func hostList(hosts []Host) string {
 	return strings.ReplaceAll(FormatHosts(hosts), ",", ", ")
 }
 
-// withDefaults fills in the writers, and the working directory.
-func (c Config) withDefaults() (Config, error) {
-	if c.Elastic() && c.MinNP == 0 {
-		c.MinNP = c.NP
-	}
-	if c.Stdout == nil {
-		c.Stdout = os.Stdout
-	}
-	if c.Stderr == nil {
-		c.Stderr = os.Stderr
-	}
-	if c.Dir == "" {
-		dir, err := os.Getwd()
-		if err != nil {
-			return c, fmt.Errorf("runner: working directory: %w", err)
-		}
-		c.Dir = dir
-	}
-	return c, nil
-}
-
-// logger returns c.Logger, or a text logger on c.Stderr at the level that
-// LogLevel and Verbose give gorun (see Config.Logger).
-func (c Config) logger() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
-	}
-	return slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: c.gorunLevel()}))
-}
-
 // logPlan logs where each rank runs.
 func logPlan(log *slog.Logger, slots []Slot) {
 	for _, s := range slots {
@@ -222,10 +193,10 @@ func preflight(ctx context.Context, c Config, slots []Slot, spawnerFor func(stri
 // where plan says, and returns the environment that every rank shares
 // (knobs, address, secret); the address is that of this machine's ranks
 // (see withHostAddrs for the others).
-func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger) (WorkerEnv, *rendezvous.Server, error) {
+func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger) (jobenv.Env, *rendezvous.Server, error) {
 	secret, err := NewSecret()
 	if err != nil {
-		return WorkerEnv{}, nil, err
+		return jobenv.Env{}, nil, err
 	}
 	hosts := make([]string, len(slots))
 	for i, s := range slots {
@@ -242,7 +213,7 @@ func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger) (Wo
 		err = srv.Start()
 	}
 	if err != nil {
-		return WorkerEnv{}, nil, c.listenError(plan.listen, err)
+		return jobenv.Env{}, nil, c.listenError(plan.listen, err)
 	}
 	plan.log(log, srv.Addr(), remoteHosts(slots))
 	env := c.jobEnv()

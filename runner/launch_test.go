@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -86,14 +87,14 @@ func TestLaunchEnvMatchesSlot(t *testing.T) {
 }
 
 // environOf reads a worker's environment from "NAME=value" entries.
-func environOf(t *testing.T, kv []string) WorkerEnv {
+func environOf(t *testing.T, kv []string) jobenv.Env {
 	t.Helper()
 	m := map[string]string{}
 	for _, e := range kv {
 		k, v, _ := strings.Cut(e, "=")
 		m[k] = v
 	}
-	env, present, err := FromEnviron(func(k string) string { return m[k] })
+	env, present, err := jobenv.FromEnviron(func(k string) string { return m[k] })
 	if err != nil || !present {
 		t.Fatalf("FromEnviron: present %v, %v", present, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // This file chooses where gorun's rendezvous service listens and which
@@ -73,7 +75,7 @@ func (c Config) netPlan(ctx context.Context, slots []Slot, spawnerFor func(strin
 				target = t
 			}
 		}
-		return routeAddr(ctx, target)
+		return jobenv.RouteAddrContext(ctx, target)
 	}))
 }
 
@@ -240,10 +242,10 @@ type hostAddrSpawner struct {
 func (s hostAddrSpawner) Spawn(ctx context.Context, slot Slot, c Command, stdout, stderr io.Writer) (Process, error) {
 	env := make([]string, 0, len(c.Env)+1)
 	for _, kv := range c.Env {
-		if !strings.HasPrefix(kv, EnvRendezvousAddr+"=") {
+		if !strings.HasPrefix(kv, jobenv.EnvRendezvousAddr+"=") {
 			env = append(env, kv)
 		}
 	}
-	c.Env = append(env, EnvRendezvousAddr+"="+s.addr)
+	c.Env = append(env, jobenv.EnvRendezvousAddr+"="+s.addr)
 	return s.Spawner.Spawn(ctx, slot, c, stdout, stderr)
 }

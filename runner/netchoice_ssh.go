@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/shellquote"
 )
 
 // The ssh side of the connect-back check: the preflight runs a probe on
@@ -58,8 +60,8 @@ func probeCommand(addr string, wait int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return "exec /bin/sh -c " + shellQuote(probeScript) + " " + probeMarker + " " +
-		shellQuote(host) + " " + shellQuote(port) + " " + strconv.Itoa(wait), nil
+	return "exec /bin/sh -c " + shellquote.Quote(probeScript) + " " + probeMarker + " " +
+		shellquote.Quote(host) + " " + shellquote.Quote(port) + " " + strconv.Itoa(wait), nil
 }
 
 // CheckReach checks that every host answers over ssh, as CheckHosts does,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/internal/testsshd"
 )
 
@@ -172,7 +173,7 @@ func TestLaunchChoosesAddressOverSSH(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Hosts = []Host{{Name: "127.0.0.2", Slots: 1}, {Name: "localhost", Slots: 1}}
 	cfg.NP = 2
-	cfg.Command = []string{"/bin/sh", "-c", `echo "rdv=$` + EnvRendezvousAddr + `"`}
+	cfg.Command = []string{"/bin/sh", "-c", `echo "rdv=$` + jobenv.EnvRendezvousAddr + `"`}
 	cfg.Stdout, cfg.Stderr = &out, &out
 	cfg.SpawnerFor = func(h string) Spawner {
 		if IsLocalHost(h) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -164,7 +165,7 @@ func TestNetworkInterfaceErrors(t *testing.T) {
 	}
 	ifcs, _ := net.Interfaces()
 	for _, ifc := range ifcs {
-		if _, err := InterfaceAddr(ifc.Name); err == nil {
+		if _, err := jobenv.InterfaceAddr(ifc.Name); err == nil {
 			continue
 		}
 		_, err := Config{NetworkInterface: ifc.Name}.listenAddr()
@@ -243,12 +244,12 @@ func TestHostAddrSpawner(t *testing.T) {
 	f := newFakeSpawner(t)
 	plan, _ := chooseRoutes(routes("a=10.0.0.1", "b=10.1.0.1"))
 	spawnerFor := withHostAddrs(f.spawnerFor, plan, "[::]:4000")
-	c := Command{Argv: []string{"x"}, Env: []string{"A=1", EnvRendezvousAddr + "=10.0.0.1:4000", "B=2"}}
+	c := Command{Argv: []string{"x"}, Env: []string{"A=1", jobenv.EnvRendezvousAddr + "=10.0.0.1:4000", "B=2"}}
 	if _, err := spawnerFor("b").Spawn(t.Context(), Slot{Rank: 1, Host: "b"}, c, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(f.cmd(1).Env, " ")
-	if want := "A=1 B=2 " + EnvRendezvousAddr + "=10.1.0.1:4000"; got != want {
+	if want := "A=1 B=2 " + jobenv.EnvRendezvousAddr + "=10.1.0.1:4000"; got != want {
 		t.Errorf("env %q, want %q", got, want)
 	}
 	one, _ := chooseRoutes(routes("a=10.0.0.1", "b=10.0.0.1"))

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/shellquote"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // sshMaxArg is the longest remote command, and the longest NAME=value a
@@ -80,8 +83,8 @@ const sshWrapperName = "gorovod-rank"
 // every variable word shell-quoted. The environment is not part of it: it
 // goes to ssh's standard input (sshEnvStream).
 func sshRemoteCommand(grace int, dir string, argv []string) (string, error) {
-	words := []string{"exec", "/bin/sh", "-c", shellQuote(sshWrapper), sshWrapperName,
-		strconv.Itoa(grace), shellQuote(dir)}
+	words := []string{"exec", "/bin/sh", "-c", shellquote.Quote(sshWrapper), sshWrapperName,
+		strconv.Itoa(grace), shellquote.Quote(dir)}
 	if strings.Contains(dir, "\x00") {
 		return "", fmt.Errorf("working directory holds a NUL byte")
 	}
@@ -89,7 +92,7 @@ func sshRemoteCommand(grace int, dir string, argv []string) (string, error) {
 		if strings.Contains(arg, "\x00") {
 			return "", fmt.Errorf("argument %d of the command holds a NUL byte", i)
 		}
-		words = append(words, shellQuote(arg))
+		words = append(words, shellquote.Quote(arg))
 	}
 	cmd := strings.Join(words, " ")
 	if len(cmd) > sshMaxArg {
@@ -133,31 +136,6 @@ func sshEnvStream(env []string) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// shellQuote returns s as one word of a POSIX shell command: as it is when
-// it holds only characters that are never special (letters, digits and
-// _ - . / : , + @ %), otherwise between single quotes, each single quote
-// written as quote, backslash, quote, quote:
-//
-//	it's  ->  'it'\''s'
-//	(empty)  ->  two single quotes
-//
-// s must not hold a NUL byte, which no shell word can carry.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, shellSpecial) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// shellSpecial reports whether r may need quoting in a shell word.
-func shellSpecial(r rune) bool {
-	switch {
-	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
-		return false
-	}
-	return !strings.ContainsRune("_-./:,+@%", r)
-}
-
 // sshEnviron returns the variables a remote rank gets, as NAME=value, each
 // name once and in order of first appearance: base (gorun's environment)
 // minus the deny list and names a shell cannot export, then the -x entries
@@ -178,7 +156,7 @@ func sshEnviron(base, forward, cmdEnv []string) ([]string, error) {
 		if !hasValue {
 			value, hasValue = sshLookupEnv(base, name)
 		}
-		if hasValue && name != EnvSecret {
+		if hasValue && name != jobenv.EnvSecret {
 			e.set(name, value)
 		}
 	}
@@ -249,7 +227,7 @@ func sshDenied(name string) bool {
 	case "HOME", "USER", "LOGNAME", "SHELL", "HOSTNAME", "HOST", "PWD", "OLDPWD", "SHLVL", "_",
 		"MAIL", "TMPDIR", "TERM", "TERMCAP", "COLORTERM", "DISPLAY", "XAUTHORITY", "WINDOWID",
 		"LS_COLORS", "DBUS_SESSION_BUS_ADDRESS", "SESSION_MANAGER", "KRB5CCNAME",
-		"TMUX", "TMUX_PANE", "STY", "CUDA_VISIBLE_DEVICES", EnvSecret:
+		"TMUX", "TMUX_PANE", "STY", "CUDA_VISIBLE_DEVICES", jobenv.EnvSecret:
 		return true
 	}
 	for _, prefix := range []string{"SSH_", "XDG_", "SUDO_", "TERM_", "BASH_FUNC_"} {

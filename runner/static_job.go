@@ -3,6 +3,8 @@ package runner
 import (
 	"slices"
 	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // staticJob is the controller of a job of a fixed set of ranks: the first
@@ -89,7 +91,7 @@ func (s *staticJob) blamed() error {
 // report is what rank reported as the cause of its failure (see
 // FailedBecauseKey), or "" if it reported nothing.
 func report(srv jobServer, rank int) string {
-	v, ok := srv.Value(FailedBecauseKey(rank))
+	v, ok := srv.Value(jobenv.FailedBecauseKey(rank))
 	switch {
 	case !ok:
 		return ""

@@ -124,7 +124,7 @@ func onPath(lookPath func(string) (string, error), program string) feature {
 }
 
 // hvdLaunchers lists the launchers whose ranks hvd.Init joins, in the order
-// runner.Detect tries them, each with the variables it is known by.
+// jobenv.Detect tries them, each with the variables it is known by.
 func hvdLaunchers() []feature {
 	return []feature{
 		{ok: true, name: "gorun", note: "GOROVOD_RANK, GOROVOD_SIZE and the rest of its contract"},

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -210,37 +209,23 @@ func splitNames(entries []string) []string {
 	return out
 }
 
-// knobsOf reads the tuning flags and --start-timeout.
+// knobsOf returns the knobs that the flags of settings.Table set (their
+// defaults where none is given), and a usage error for each flag whose
+// value is out of range.
 func knobsOf(c *cli.Context) (settings.Knobs, error) {
-	mb, ms := c.Int("fusion-threshold-mb"), c.Float64("cycle-time-ms")
+	var knobs settings.Knobs
 	var errs []error
-	if mb < 0 || mb > 1<<20 {
-		errs = append(errs, usagef("--fusion-threshold-mb %d: want 0..%d", mb, 1<<20))
+	for _, k := range settings.Table() {
+		v, ok := c.Generic(k.Flag).(*knobValue)
+		if !ok {
+			continue
+		}
+		knobs = *v.knobs
+		if ch, ok := v.Value.(settings.Checker); ok {
+			if err := ch.Check(); err != nil {
+				errs = append(errs, usagef("--%s %v", k.Flag, err))
+			}
+		}
 	}
-	if !(ms > 0 && ms < 1e9) {
-		errs = append(errs, usagef("--cycle-time-ms %g: want a positive number of milliseconds", ms))
-	}
-	hier, err := settings.ParseSwitch(c.String("hierarchical-allreduce"))
-	if err != nil {
-		errs = append(errs, usagef("--hierarchical-allreduce %q: want on, off or auto", c.String("hierarchical-allreduce")))
-	}
-	k := settings.Knobs{
-		Engine: settings.Engine{
-			FusionThreshold: int64(mb) << 20,
-			CycleTime:       time.Duration(ms * float64(time.Millisecond)),
-			CacheCapacity:   c.Int("cache-capacity"),
-			StallWarning:    durationOf(c, "stall-check-time"),
-			StallShutdown:   durationOf(c, "stall-shutdown-time"),
-			OpTimeout:       durationOf(c, "op-timeout"),
-			Hierarchical:    hier,
-			Autotune:        c.Bool("autotune"),
-		},
-		StartTimeout:    durationOf(c, "start-timeout"),
-		TimelinePath:    c.String("timeline-filename"),
-		LogLevel:        c.String("log-level"),
-		NoSharedMemory:  c.Bool("no-shared-memory"),
-		AutotuneLogPath: c.String("autotune-log"),
-		TLS:             c.Bool("tls"),
-	}
-	return k, errors.Join(errs...)
+	return knobs, errors.Join(errs...)
 }

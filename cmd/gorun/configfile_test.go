@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -64,9 +65,9 @@ func TestConfigFilePrecedence(t *testing.T) {
 	clearKnobEnv(t)
 	def := runner.DefaultConfig()
 	file := writeConfig(t, "fusion-threshold-mb: 8\ncycle-time-ms: 3\n")
-	t.Setenv(runner.EnvFusionThreshold, "16777216") // 16 MiB
-	t.Setenv(runner.EnvCycleTime, "7ms")
-	t.Setenv(runner.EnvCacheCapacity, "77")
+	t.Setenv(jobenv.EnvFusionThreshold, "16777216") // 16 MiB
+	t.Setenv(jobenv.EnvCycleTime, "7ms")
+	t.Setenv(jobenv.EnvCacheCapacity, "77")
 	for _, tc := range []struct {
 		name      string
 		args      []string

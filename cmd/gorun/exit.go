@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -40,7 +41,7 @@ func isUsage(err error) bool {
 		return true
 	}
 	for _, target := range []error{runner.ErrConfig, runner.ErrHosts, runner.ErrHostfile,
-		runner.ErrNoHosts, runner.ErrNumProc, runner.ErrSlots, runner.ErrEnv} {
+		runner.ErrNoHosts, runner.ErrNumProc, runner.ErrSlots, jobenv.ErrEnv} {
 		if errors.Is(err, target) {
 			return true
 		}
@@ -48,13 +49,19 @@ func isUsage(err error) bool {
 	return false
 }
 
-// report prints err to w, one "gorun: " line per problem.
+// report prints err to w, one "gorun: " line per problem, in place of the
+// prefix of the launcher's packages (runner, jobenv).
 func report(w io.Writer, err error) {
 	if err == nil {
 		return
 	}
 	for line := range strings.Lines(err.Error()) {
 		line = strings.TrimSuffix(line, "\n")
-		fmt.Fprintln(w, "gorun: "+strings.TrimPrefix(line, "runner: "))
+		if rest, ok := strings.CutPrefix(line, "runner: "); ok {
+			line = rest
+		} else {
+			line = strings.TrimPrefix(line, "jobenv: ")
+		}
+		fmt.Fprintln(w, "gorun: "+line)
 	}
 }

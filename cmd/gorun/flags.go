@@ -1,34 +1,30 @@
 package main
 
 import (
-	"fmt"
-	"math"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/settings"
 )
 
-// Flag categories; the help lists them in alphabetical order.
+// Flag categories; the help lists them in alphabetical order. The knobs'
+// flags (settings.Table) are in settings.CategoryTuning, or in job.
 const (
-	catJob    = "job"
+	catJob    = settings.CategoryJob
 	catHosts  = "hosts"
 	catOutput = "output"
-	catTuning = "tuning (passed to every rank)"
 	catInfo   = "information (print and exit)"
 )
 
 // flags returns gorun's flags. Values are new on every call, so that each
 // run of the app starts from the defaults.
 func flags() []cli.Flag {
-	def := runner.DefaultConfig()
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.IntFlag{Name: "np", Aliases: []string{"n", "num-proc"}, Category: catJob, Usage: "number of ranks to start (-n and --num-proc, as mpirun and horovodrun spell it, work too)",
 			DefaultText: "all the slots of -H or -hostfile"},
-		&cli.GenericFlag{Name: "start-timeout", Category: catJob, Value: &duration{def.StartTimeout},
-			Usage: "how long ranks wait for each other in hvd.Init, and for host checks (Go duration, or seconds) [$GOROVOD_START_TIMEOUT]"},
 		&cli.StringFlag{Name: "config-file", Category: catJob, TakesFile: true,
 			Usage: "read flags from this YAML file, keys named like the flags (np: 4, hosts: [a:2, b:2], fusion-threshold-mb: 32; fusion_threshold_mb too); a flag on the command line wins over the file, the file over GOROVOD_ variables; 1 MiB at most"},
 		&cli.StringFlag{Name: "bind-to", Category: catJob, Value: "none",
@@ -76,60 +72,49 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "completion", Category: catInfo,
 			Usage: "print a completion script for this shell (bash or zsh) and exit: source <(gorun --completion bash)"},
 		&cli.BoolFlag{Name: "man", Category: catInfo, Usage: "print gorun's manual page (roff) and exit: gorun --man | man -l -"},
+	}, knobFlagList()...)
+}
 
-		&cli.IntFlag{Name: "fusion-threshold-mb", Category: catTuning, Value: int(def.FusionThreshold >> 20),
-			Usage: "MiB of tensors fused into one all-reduce; 0 disables fusion [$GOROVOD_FUSION_THRESHOLD, in bytes]"},
-		&cli.Float64Flag{Name: "cycle-time-ms", Category: catTuning, Value: float64(def.CycleTime) / float64(time.Millisecond),
-			Usage: "the most milliseconds between negotiation cycles while ranks wait for each other (a submission starts one at once) [$GOROVOD_CYCLE_TIME]"},
-		&cli.IntFlag{Name: "cache-capacity", Category: catTuning, Value: def.CacheCapacity,
-			Usage: "response cache entries; 0 disables the cache [$GOROVOD_CACHE_CAPACITY]"},
-		&cli.GenericFlag{Name: "stall-check-time", Category: catTuning, Value: &duration{def.StallWarning},
-			Usage: "warn about tensors some ranks have not submitted for this long, and again after twice, four times... as long (at most 16 times this apart) while they wait; 0 disables [$GOROVOD_STALL_CHECK_TIME]"},
-		&cli.GenericFlag{Name: "stall-shutdown-time", Category: catTuning, Value: &duration{def.StallShutdown},
-			Usage: "fail the job on every rank, naming the tensors and ranks, once tensors some ranks submitted have waited this long for the others; 0 leaves it to --op-timeout, which ends a stall too when it is shorter [$GOROVOD_STALL_SHUTDOWN_TIME]"},
-		&cli.StringFlag{Name: "timeline-filename", Category: catTuning, TakesFile: true,
-			Usage: "write a timeline of the collective operations to this file [$GOROVOD_TIMELINE]"},
-		&cli.StringFlag{Name: "log-level", Category: catTuning, Value: def.LogLevel,
-			Usage: "log level of the ranks and of gorun: debug, info, warn or error (gorun shows warnings at info and warn; --verbose adds its info records) [$GOROVOD_LOG_LEVEL]"},
-		&cli.GenericFlag{Name: "op-timeout", Category: catTuning, Value: &duration{def.OpTimeout},
-			Usage: "fail the job when a rank waits longer than this for another rank, in a collective or in the negotiation before it; the error names the rank that did not answer. A rank that submits nothing for this long while others wait counts too, and so does a tensor that some ranks submitted and others have not for this long (a stall: every rank fails naming the tensors and ranks), so keep it above the longest work one rank does alone (evaluation, checkpointing); 0 never [$GOROVOD_OP_TIMEOUT]"},
-		&cli.BoolFlag{Name: "no-shared-memory", Category: catTuning,
-			Usage: "keep links between ranks on one host on loopback TCP instead of shared memory [$GOROVOD_NO_SHARED_MEMORY]"},
-		&cli.StringFlag{Name: "hierarchical-allreduce", Category: catTuning, Value: def.Hierarchical.String(),
-			Usage: "all-reduce, all-gather and broadcast in two levels (inside each host, then one copy per host across the network): on, off, or auto (two levels past 32 KiB where every host has the same number of ranks, at least two; broadcast follows the hosts at any size) [$GOROVOD_HIERARCHICAL_ALLREDUCE]"},
-		&cli.BoolFlag{Name: "autotune", Category: catTuning,
-			Usage: "let rank 0 tune fusion, cycle time, the hierarchical switch and the cache while the job trains, keeping what moves the most bytes per second [$GOROVOD_AUTOTUNE]"},
-		&cli.StringFlag{Name: "autotune-log", Category: catTuning, TakesFile: true,
-			Usage: "write every autotuning trial to this CSV file [$GOROVOD_AUTOTUNE_LOG]"},
-		&cli.BoolFlag{Name: "tls", Category: catTuning,
-			Usage: "encrypt the rendezvous and every TCP link between ranks with TLS 1.3 keyed from the job secret (shared memory on one host stays as it is) [$GOROVOD_TLS]"},
+// knobFlagList returns the flags of settings.Table, which set the knobs of
+// one settings.Knobs (read back by knobsOf). Each names its GOROVOD_
+// variable in its help.
+func knobFlagList() []cli.Flag {
+	knobs := settings.Defaults()
+	var out []cli.Flag
+	for _, k := range settings.Table() {
+		usage := k.Usage + " [$" + k.Var + k.VarNote + "]"
+		if k.Kind == settings.KindBool {
+			out = append(out, &cli.BoolFlag{Name: k.Flag, Aliases: k.Aliases, Category: k.HelpCategory(), Usage: usage,
+				Value: *k.Bool(&knobs), Destination: k.Bool(&knobs)})
+			continue
+		}
+		f := &cli.GenericFlag{Name: k.Flag, Aliases: k.Aliases, Category: k.HelpCategory(), Usage: usage,
+			TakesFile: k.TakesFile, Value: &knobValue{Value: k.FlagText(&knobs), knobs: &knobs}}
+		if v := f.Value.String(); k.Kind == settings.KindText && v != "" {
+			f.DefaultText = strconv.Quote(v)
+		}
+		out = append(out, f)
 	}
+	return out
+}
+
+// knobValue is the value of a knob's flag: the knob in the Knobs that all
+// knob flags of one command line share.
+type knobValue struct {
+	settings.Value
+	knobs *settings.Knobs
 }
 
 // knobFlags maps each GOROVOD_ variable of runner.KnobVars to the flag that
 // sets its knob. Where the flag is not on the command line, the variable in
 // gorun's own environment sets it (runner.Config.KnobsFromEnviron).
 func knobFlags() map[string]string {
-	return map[string]string{
-		runner.EnvStartTimeout:      "start-timeout",
-		runner.EnvFusionThreshold:   "fusion-threshold-mb",
-		runner.EnvCycleTime:         "cycle-time-ms",
-		runner.EnvCacheCapacity:     "cache-capacity",
-		runner.EnvStallCheckTime:    "stall-check-time",
-		runner.EnvStallShutdownTime: "stall-shutdown-time",
-		runner.EnvTimeline:          "timeline-filename",
-		runner.EnvLogLevel:          "log-level",
-		runner.EnvOpTimeout:         "op-timeout",
-		runner.EnvNoSharedMemory:    "no-shared-memory",
-		runner.EnvHierarchical:      "hierarchical-allreduce",
-		runner.EnvAutotune:          "autotune",
-		runner.EnvAutotuneLog:       "autotune-log",
-		runner.EnvTLS:               "tls",
+	m := map[string]string{}
+	for _, k := range settings.Table() {
+		m[k.Var] = k.Flag
 	}
+	return m
 }
-
-// maxSeconds is the longest duration in seconds.
-const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
 
 // duration is a flag value that takes a Go duration ("90s", "1m30s") or a
 // number of seconds ("90", "0.5").
@@ -137,15 +122,11 @@ type duration struct{ d time.Duration }
 
 // Set parses s.
 func (v *duration) Set(s string) error {
-	if d, err := time.ParseDuration(s); err == nil {
-		v.d = d
-		return nil
+	d, err := settings.ParseSeconds(s)
+	if err != nil {
+		return err
 	}
-	secs, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(secs) || math.Abs(secs) > maxSeconds {
-		return fmt.Errorf("want a duration such as 30s or 1m30s, or seconds")
-	}
-	v.d = time.Duration(secs * float64(time.Second))
+	v.d = d
 	return nil
 }
 
@@ -155,12 +136,4 @@ func (v *duration) String() string {
 		return ""
 	}
 	return v.d.String()
-}
-
-// durationOf returns the value of the duration flag name.
-func durationOf(c *cli.Context, name string) time.Duration {
-	if v, ok := c.Generic(name).(*duration); ok {
-		return v.d
-	}
-	return 0
 }

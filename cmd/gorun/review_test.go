@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner"
 )
 
@@ -27,10 +28,10 @@ func clearKnobEnv(t *testing.T) {
 func TestKnobsFromUserEnvironment(t *testing.T) {
 	clearKnobEnv(t)
 	for name, value := range map[string]string{
-		runner.EnvStartTimeout: "45s", runner.EnvFusionThreshold: "1048576", runner.EnvCycleTime: "2ms",
-		runner.EnvCacheCapacity: "7", runner.EnvStallCheckTime: "10s", runner.EnvStallShutdownTime: "20s",
-		runner.EnvTimeline: "/tmp/tl.json", runner.EnvLogLevel: "debug", runner.EnvOpTimeout: "1m",
-		runner.EnvNoSharedMemory: "1", runner.EnvTLS: "1",
+		jobenv.EnvStartTimeout: "45s", jobenv.EnvFusionThreshold: "1048576", jobenv.EnvCycleTime: "2ms",
+		jobenv.EnvCacheCapacity: "7", jobenv.EnvStallCheckTime: "10s", jobenv.EnvStallShutdownTime: "20s",
+		jobenv.EnvTimeline: "/tmp/tl.json", jobenv.EnvLogLevel: "debug", jobenv.EnvOpTimeout: "1m",
+		jobenv.EnvNoSharedMemory: "1", jobenv.EnvTLS: "1",
 	} {
 		t.Setenv(name, value)
 	}
@@ -66,11 +67,11 @@ func TestKnobsFromUserEnvironment(t *testing.T) {
 func TestBadKnobInUserEnvironment(t *testing.T) {
 	clearKnobEnv(t)
 	for _, tt := range []struct{ name, value, flag, flagValue string }{
-		{runner.EnvLogLevel, "loud", "--log-level", "debug"},
-		{runner.EnvCycleTime, "fast", "--cycle-time-ms", "2"},
-		{runner.EnvCacheCapacity, "-3", "--cache-capacity", "3"},
-		{runner.EnvNoSharedMemory, "off", "--no-shared-memory", "true"},
-		{runner.EnvStartTimeout, "0s", "--start-timeout", "10s"},
+		{jobenv.EnvLogLevel, "loud", "--log-level", "debug"},
+		{jobenv.EnvCycleTime, "fast", "--cycle-time-ms", "2"},
+		{jobenv.EnvCacheCapacity, "-3", "--cache-capacity", "3"},
+		{jobenv.EnvNoSharedMemory, "off", "--no-shared-memory", "true"},
+		{jobenv.EnvStartTimeout, "0s", "--start-timeout", "10s"},
 	} {
 		t.Setenv(tt.name, tt.value)
 		var stdout, stderr bytes.Buffer

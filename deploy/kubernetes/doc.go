@@ -8,7 +8,7 @@
 // everywhere, that the rendezvous address names the pod that runs rank 0,
 // and how the job secret reaches GOROVOD_SECRET_FILE. Then they build the
 // environment that each pod (or each rank mpirun starts) would get, feed it
-// to runner.Detect, and, for the Indexed Job, start every rank in process
+// to jobenv.Detect, and, for the Indexed Job, start every rank in process
 // and all-reduce across them. See README.md for how to build the image and
 // run the jobs.
 package kubernetes

@@ -22,8 +22,8 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/internal/auth"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,11 +36,11 @@ const (
 	jobNameLabel    = "batch.kubernetes.io/job-name"
 )
 
-// rankEnv is what runner.Detect made of one rank's environment.
+// rankEnv is what jobenv.Detect made of one rank's environment.
 type rankEnv struct {
 	vars map[string]string // the environment it was given
-	env  runner.WorkerEnv
-	plan runner.JoinPlan
+	env  jobenv.Env
+	plan jobenv.JoinPlan
 }
 
 // getenv returns a getenv over m.
@@ -69,7 +69,7 @@ func writeSecret(t *testing.T) (string, []byte) {
 // The copy is needed because the pods run as a non-root user: fsGroup lets
 // that user read the Secret volume but also makes its files group-readable
 // (Kubernetes adds 0440 whatever defaultMode says, kubernetes#57923), and
-// runner.ReadSecretFile refuses a file that others may read.
+// jobenv.ReadSecretFile refuses a file that others may read.
 func checkSecretFile(t *testing.T, spec podSpec, c container, file string) {
 	t.Helper()
 	sc := spec.SecurityContext
@@ -205,12 +205,12 @@ func TestIndexedJobManifest(t *testing.T) {
 			t.Errorf("pod %d: MASTER_PORT=%q", i, env["MASTER_PORT"])
 		}
 		if i == 0 {
-			checkSecretFile(t, spec, c, env[runner.EnvSecretFile])
+			checkSecretFile(t, spec, c, env[jobenv.EnvSecretFile])
 		}
 	}
 }
 
-// indexedJobRanks returns what runner.Detect makes of the environment of
+// indexedJobRanks returns what jobenv.Detect makes of the environment of
 // each pod of the Indexed Job, with GOROVOD_SECRET_FILE pointing at a
 // secret written here (the manifest's path exists only in the pod).
 func indexedJobRanks(t *testing.T) (j job, svc service, ranks []rankEnv, secret []byte) {
@@ -225,10 +225,10 @@ func indexedJobRanks(t *testing.T) (j job, svc service, ranks []rankEnv, secret 
 		if err != nil {
 			t.Fatalf("pod %d: %v", i, err)
 		}
-		env[runner.EnvSecretFile] = file
-		we, plan, err := runner.Detect(getenv(env))
+		env[jobenv.EnvSecretFile] = file
+		we, plan, err := jobenv.Detect(getenv(env))
 		if err != nil {
-			t.Fatalf("pod %d: runner.Detect: %v", i, err)
+			t.Fatalf("pod %d: jobenv.Detect: %v", i, err)
 		}
 		ranks = append(ranks, rankEnv{env, we, plan})
 	}
@@ -246,8 +246,8 @@ func TestIndexedJobDetect(t *testing.T) {
 		if r.env.Rank != i || r.env.Size != len(ranks) {
 			t.Errorf("pod %d: rank %d of %d, want %d of %d", i, r.env.Rank, r.env.Size, i, len(ranks))
 		}
-		if r.plan.Launcher != runner.LauncherTorchrun {
-			t.Errorf("pod %d: launcher %q, want %q", i, r.plan.Launcher, runner.LauncherTorchrun)
+		if r.plan.Launcher != jobenv.LauncherTorchrun {
+			t.Errorf("pod %d: launcher %q, want %q", i, r.plan.Launcher, jobenv.LauncherTorchrun)
 		}
 		if r.env.RendezvousAddr != wantAddr {
 			t.Errorf("pod %d: rendezvous %q, want %q", i, r.env.RendezvousAddr, wantAddr)
@@ -279,7 +279,7 @@ func freePort(t *testing.T) int {
 }
 
 // TestIndexedJobJoin starts the Indexed Job's ranks in process, each as
-// runner.Detect read its pod's environment, and all-reduces across them.
+// jobenv.Detect read its pod's environment, and all-reduces across them.
 func TestIndexedJobJoin(t *testing.T) {
 	_, _, ranks, _ := indexedJobRanks(t)
 	n := len(ranks)
@@ -323,7 +323,7 @@ func TestIndexedJobJoin(t *testing.T) {
 	for i, rt := range rts {
 		wg.Go(func() {
 			errs[i] = func() error {
-				if rt.Rank() != i || rt.Size() != n || rt.Launcher() != runner.LauncherTorchrun {
+				if rt.Rank() != i || rt.Size() != n || rt.Launcher() != jobenv.LauncherTorchrun {
 					return fmt.Errorf("rank %d of %d from %q", rt.Rank(), rt.Size(), rt.Launcher())
 				}
 				x := hvd.NewTensor("x", []float32{float32(i + 1)})
@@ -425,22 +425,22 @@ func TestMPIJobManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, _, err := net.SplitHostPort(x[runner.EnvRendezvousAddr])
+	host, _, err := net.SplitHostPort(x[jobenv.EnvRendezvousAddr])
 	if err != nil {
-		t.Fatalf("-x %s=%q: %v", runner.EnvRendezvousAddr, x[runner.EnvRendezvousAddr], err)
+		t.Fatalf("-x %s=%q: %v", jobenv.EnvRendezvousAddr, x[jobenv.EnvRendezvousAddr], err)
 	}
 	// The operator names worker i <job>-worker-<i> in the subdomain (and
 	// headless Service) <job>-worker.
 	worker0 := mj.Metadata.Name + "-worker-0." + mj.Metadata.Name + "-worker"
 	if host != worker0 && !strings.HasPrefix(host, worker0+".") {
-		t.Errorf("-x %s host %q, want worker 0: %s", runner.EnvRendezvousAddr, host, worker0)
+		t.Errorf("-x %s host %q, want worker 0: %s", jobenv.EnvRendezvousAddr, host, worker0)
 	}
 	if mj.Spec.LauncherCreationPolicy != "WaitForWorkersReady" {
 		t.Errorf("launcherCreationPolicy %q, want WaitForWorkersReady", mj.Spec.LauncherCreationPolicy)
 	}
 	checkResources(t, launcher)
 	checkResources(t, worker)
-	checkSecretFile(t, mj.Spec.MPIReplicaSpecs["Worker"].Template.Spec, worker, x[runner.EnvSecretFile])
+	checkSecretFile(t, mj.Spec.MPIReplicaSpecs["Worker"].Template.Spec, worker, x[jobenv.EnvSecretFile])
 
 	sshd, ssh := sshConfig(t, "sshd_config"), sshConfig(t, "ssh_config")
 	argv := worker.argv()
@@ -464,7 +464,7 @@ func TestMPIJobManifest(t *testing.T) {
 // TestMPIJobDetect builds the environment Open MPI gives each rank (ranks
 // fill the workers in order, slotsPerWorker each, plus the launcher's -x
 // variables; a rank started over ssh sees nothing of its worker container's
-// environment) and checks what runner.Detect makes of it.
+// environment) and checks what jobenv.Detect makes of it.
 func TestMPIJobDetect(t *testing.T) {
 	mj, launcher, _, cmd := mpiJobParts(t)
 	slots := 1 // the operator's default
@@ -480,7 +480,7 @@ func TestMPIJobDetect(t *testing.T) {
 		t.Fatal(err)
 	}
 	file, secret := writeSecret(t)
-	_, port, _ := net.SplitHostPort(x[runner.EnvRendezvousAddr])
+	_, port, _ := net.SplitHostPort(x[jobenv.EnvRendezvousAddr])
 	for r := range cmd.np {
 		env := map[string]string{
 			"OMPI_COMM_WORLD_RANK":       strconv.Itoa(r),
@@ -491,20 +491,20 @@ func TestMPIJobDetect(t *testing.T) {
 			"OMPI_MCA_ess_base_jobid":    "1639514113",
 		}
 		maps.Copy(env, x)
-		env[runner.EnvSecretFile] = file // the manifest's path exists only in the worker pods
-		we, plan, err := runner.Detect(getenv(env))
+		env[jobenv.EnvSecretFile] = file // the manifest's path exists only in the worker pods
+		we, plan, err := jobenv.Detect(getenv(env))
 		if err != nil {
-			t.Fatalf("rank %d: runner.Detect: %v", r, err)
+			t.Fatalf("rank %d: jobenv.Detect: %v", r, err)
 		}
 		if we.Rank != r || we.Size != cmd.np || we.LocalRank != r%slots || we.LocalSize != slots {
 			t.Errorf("rank %d: rank %d of %d, local %d of %d; want local %d of %d",
 				r, we.Rank, we.Size, we.LocalRank, we.LocalSize, r%slots, slots)
 		}
-		if plan.Launcher != runner.LauncherOpenMPI || !plan.DeriveTopology {
-			t.Errorf("rank %d: launcher %q, derive topology %v; want %q, true", r, plan.Launcher, plan.DeriveTopology, runner.LauncherOpenMPI)
+		if plan.Launcher != jobenv.LauncherOpenMPI || !plan.DeriveTopology {
+			t.Errorf("rank %d: launcher %q, derive topology %v; want %q, true", r, plan.Launcher, plan.DeriveTopology, jobenv.LauncherOpenMPI)
 		}
-		if we.RendezvousAddr != x[runner.EnvRendezvousAddr] {
-			t.Errorf("rank %d: rendezvous %q, want -x's %q", r, we.RendezvousAddr, x[runner.EnvRendezvousAddr])
+		if we.RendezvousAddr != x[jobenv.EnvRendezvousAddr] {
+			t.Errorf("rank %d: rendezvous %q, want -x's %q", r, we.RendezvousAddr, x[jobenv.EnvRendezvousAddr])
 		}
 		if want := map[bool]string{true: ":" + port}[r == 0]; plan.ServeAddr != want {
 			t.Errorf("rank %d: serves the rendezvous on %q, want %q", r, plan.ServeAddr, want)

@@ -4,5 +4,5 @@
 //
 // They are not part of the launcher–worker contract: no launcher writes
 // them and no worker reads them (that contract is the GOROVOD_* variables
-// of runner/env.go).
+// of jobenv/env.go).
 package testenv

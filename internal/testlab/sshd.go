@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/shellquote"
 	"github.com/gorovod/gorovod/internal/testnet"
 )
 
@@ -127,7 +128,7 @@ func (l *Lab) writeSSHWrapper() error {
 		return fmt.Errorf("testlab: %w", err)
 	}
 	script := fmt.Sprintf("#!/bin/sh\n# testlab %s: ssh with the lab's configuration\nexec %s -F %s \"$@\"\n",
-		l.ID, shellQuote(client), shellQuote(l.SSHConfigFile))
+		l.ID, shellquote.Quote(client), shellquote.Quote(l.SSHConfigFile))
 	if err := os.WriteFile(filepath.Join(l.BinDir, "ssh"), []byte(script), 0o755); err != nil {
 		return fmt.Errorf("testlab: %w", err)
 	}
@@ -278,9 +279,4 @@ func (d *sshd) stop() {
 		_ = d.cmd.Process.Kill()
 		<-d.done
 	}
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

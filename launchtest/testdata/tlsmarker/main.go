@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -29,7 +29,7 @@ func main() {
 	marker := os.Args[1]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	env, _, err := runner.FromEnviron(os.Getenv) // before Init, which takes the secret out of the environment
+	env, _, err := jobenv.FromEnviron(os.Getenv) // before Init, which takes the secret out of the environment
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorovod/gorovod/internal/shellquote"
 	"github.com/gorovod/gorovod/internal/testlab"
 	"github.com/gorovod/gorovod/internal/testnet"
 )
@@ -284,7 +285,7 @@ func envLines(l *testlab.Lab, slots int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# testlab %s, written by lab up; source it from sh or bash\n", l.ID)
 	for _, v := range vars {
-		fmt.Fprintf(&b, "%s=%s\n", v[0], shellQuote(v[1]))
+		fmt.Fprintf(&b, "%s=%s\n", v[0], shellquote.Quote(v[1]))
 	}
 	return b.String()
 }
@@ -313,7 +314,7 @@ func stateFlag(state string) string {
 	if state == defaultState {
 		return ""
 	}
-	return " -state " + shellQuote(state)
+	return " -state " + shellquote.Quote(state)
 }
 
 // rate describes l's rate limit.
@@ -322,9 +323,4 @@ func rate(l *testlab.Lab) string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%s per link and direction (tbf burst %s latency %s)", l.Rate, l.Burst, l.Latency)
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorovod/gorovod/internal/shellquote"
 	"github.com/gorovod/gorovod/internal/testlab"
 )
 
@@ -38,7 +39,7 @@ func TestEnvLines(t *testing.T) {
 	if string(out) != want {
 		t.Errorf("sourced lab.env gives\n%s\nwant\n%s", out, want)
 	}
-	if got := shellQuote("it's"); got != `'it'\''s'` {
+	if got := shellquote.Quote("it's"); got != `'it'\''s'` {
 		t.Errorf("shellQuote = %s", got)
 	}
 	if !strings.Contains(env, "LAB_SSH_ARGS='-i /tmp/testlab-abc123/id_ed25519 ") {

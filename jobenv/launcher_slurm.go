@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"fmt"
@@ -147,27 +147,28 @@ func blockHosts(nodes []string, perNode []int) []string {
 	return hosts
 }
 
-// SlurmAllocation returns the hosts of the Slurm allocation that this
-// process runs in (salloc, sbatch), read through getenv: the nodes of
+// SlurmNodes returns the nodes of the Slurm allocation that this process
+// runs in (salloc, sbatch), read through getenv: the nodes of
 // SLURM_JOB_NODELIST, each with the tasks SLURM_TASKS_PER_NODE gives it
 // (set when the allocation asked for tasks, -n) or else its CPUs
-// (SLURM_JOB_CPUS_PER_NODE). ok is false outside an allocation
+// (SLURM_JOB_CPUS_PER_NODE), in slots. ok is false outside an allocation
 // (SLURM_JOB_ID unset); a malformed variable is an error wrapping
-// ErrLauncher.
-func SlurmAllocation(getenv func(string) string) (hosts []Host, ok bool, err error) {
+// ErrLauncher. gorun's srun launcher takes its hosts from it
+// (runner.SlurmAllocation).
+func SlurmNodes(getenv func(string) string) (nodes []string, slots []int, ok bool, err error) {
 	if getenv(slurmJobID) == "" {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	d := detector{getenv: getenv}
-	fail := func(err error) ([]Host, bool, error) {
-		return nil, true, fmt.Errorf("%w: the Slurm allocation (%s): %w", ErrLauncher,
+	fail := func(err error) ([]string, []int, bool, error) {
+		return nil, nil, true, fmt.Errorf("%w: the Slurm allocation (%s): %w", ErrLauncher,
 			strings.Join(d.setVars([]string{slurmJobID, slurmJobNodes, slurmTasksPerNode, slurmJobCPUPerNode}), " "), err)
 	}
 	list := getenv(slurmJobNodes)
 	if list == "" {
 		return fail(fmt.Errorf("%s is not set", slurmJobNodes))
 	}
-	nodes, err := ExpandHostlist(list)
+	nodes, err = ExpandHostlist(list)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", slurmJobNodes, err))
 	}
@@ -182,8 +183,5 @@ func SlurmAllocation(getenv func(string) string) (hosts []Host, ok bool, err err
 	if len(perNode) != len(nodes) {
 		return fail(fmt.Errorf("%d nodes but %d counts in %s", len(nodes), len(perNode), countsVar))
 	}
-	for i, n := range nodes {
-		hosts = append(hosts, Host{Name: n, Slots: perNode[i]})
-	}
-	return hosts, true, nil
+	return nodes, perNode, true, nil
 }

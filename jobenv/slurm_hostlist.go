@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"errors"
@@ -6,13 +6,15 @@ import (
 	"iter"
 	"strconv"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // ErrHostlist reports a malformed Slurm node list: a hostlist expression
 // that ExpandHostlist cannot expand (such as SLURM_JOB_NODELIST), or a
 // compressed per-node count list that ExpandTasksPerNode cannot expand (such
 // as SLURM_TASKS_PER_NODE).
-var ErrHostlist = errors.New("runner: bad Slurm node list")
+var ErrHostlist = errors.New("jobenv: bad Slurm node list")
 
 // maxSlurmNodes bounds how many names ExpandHostlist and how many counts
 // ExpandTasksPerNode return, so that hostile input cannot exhaust memory.
@@ -146,14 +148,14 @@ func parseHostlistItem(item string) (hostPattern, error) {
 }
 
 // add appends part to p, refusing a pattern that would expand to more than
-// maxSlurmNodes names or to a name longer than maxHostNameLen bytes.
+// maxSlurmNodes names or to a name longer than hostlist.MaxNameLen bytes.
 func (p *hostPattern) add(part hostPart) error {
 	if p.count > maxSlurmNodes/part.size {
 		return fmt.Errorf("expands to more than %d names", maxSlurmNodes)
 	}
 	p.count *= part.size
-	if p.maxLen += part.maxLen(); p.maxLen > maxHostNameLen {
-		return fmt.Errorf("expands to names longer than %d bytes", maxHostNameLen)
+	if p.maxLen += part.maxLen(); p.maxLen > hostlist.MaxNameLen {
+		return fmt.Errorf("expands to names longer than %d bytes", hostlist.MaxNameLen)
 	}
 	p.parts = append(p.parts, part)
 	return nil
@@ -181,7 +183,7 @@ func nextHostPart(s string) (part hostPart, rest string, err error) {
 		end = len(s)
 	}
 	for _, c := range []byte(s[:end]) {
-		if !isHostNameByte(c) {
+		if !hostlist.IsNameByte(c) {
 			return hostPart{}, "", fmt.Errorf("character %q is not allowed in a host name", rune(c))
 		}
 	}
@@ -366,7 +368,7 @@ func parseCountRun(item string) (countRun, error) {
 	count, rep, hasRep := strings.Cut(item, "(")
 	r := countRun{repeat: 1}
 	var err error
-	if r.count, err = parseSlurmCount(count, "count", MaxSlotsPerHost); err != nil {
+	if r.count, err = parseSlurmCount(count, "count", hostlist.MaxSlotsPerHost); err != nil {
 		return countRun{}, err
 	}
 	if !hasRep {

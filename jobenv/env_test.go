@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"bytes"
@@ -30,19 +30,19 @@ func getenvOf(kv ...string) func(string) string {
 var testSecret = bytes.Repeat([]byte{0xab}, auth.SecretSize)
 
 // jobEnv returns a valid environment of rank 1 in a 4-rank job on 2 hosts.
-func jobEnv() WorkerEnv {
-	e := DefaultWorkerEnv()
+func jobEnv() Env {
+	e := DefaultEnv()
 	e.Rank, e.Size, e.LocalRank, e.LocalSize, e.CrossRank, e.CrossSize = 1, 4, 1, 2, 0, 2
 	e.Hostname, e.RendezvousAddr, e.Secret = "node1", "10.0.0.1:7070", testSecret
 	return e
 }
 
-func TestDefaultWorkerEnv(t *testing.T) {
-	e := DefaultWorkerEnv()
+func TestDefaultEnv(t *testing.T) {
+	e := DefaultEnv()
 	if e.Rank != 0 || e.Size != 1 || e.LocalSize != 1 || e.CrossSize != 1 ||
 		e.FusionThreshold != 64<<20 || e.CycleTime != time.Millisecond || e.CacheCapacity != 1024 ||
 		e.StallWarning != 60*time.Second || e.StallShutdown != 0 || e.LogLevel != "info" || e.OpTimeout != 10*time.Minute {
-		t.Fatalf("DefaultWorkerEnv = %+v", e)
+		t.Fatalf("DefaultEnv = %+v", e)
 	}
 	if err := e.Validate(); err != nil {
 		t.Fatal(err)
@@ -51,12 +51,12 @@ func TestDefaultWorkerEnv(t *testing.T) {
 
 func TestFromEnvironAbsent(t *testing.T) {
 	e, present, err := FromEnviron(getenvOf())
-	if err != nil || present || !reflect.DeepEqual(e, DefaultWorkerEnv()) {
+	if err != nil || present || !reflect.DeepEqual(e, DefaultEnv()) {
 		t.Fatalf("FromEnviron(empty) = %+v, %v, %v", e, present, err)
 	}
 	// Knobs apply to a single rank too.
 	e, present, err = FromEnviron(getenvOf(EnvFusionThreshold+"=0", EnvCycleTime+"=5ms", EnvLogLevel+"=debug"))
-	want := DefaultWorkerEnv()
+	want := DefaultEnv()
 	want.FusionThreshold, want.CycleTime, want.LogLevel = 0, 5*time.Millisecond, "debug"
 	if err != nil || present || !reflect.DeepEqual(e, want) {
 		t.Fatalf("FromEnviron(knobs) = %+v, %v, %v", e, present, err)
@@ -129,29 +129,29 @@ func TestFromEnvironHidesSecret(t *testing.T) {
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name   string
-		change func(e *WorkerEnv)
+		change func(e *Env)
 		want   []string // one per broken invariant
 	}{
-		{"size", func(e *WorkerEnv) { e.Size = 0 }, []string{"GOROVOD_SIZE=0: must be at least 1",
+		{"size", func(e *Env) { e.Size = 0 }, []string{"GOROVOD_SIZE=0: must be at least 1",
 			"GOROVOD_RANK=1: must be in [0, GOROVOD_SIZE=0)", "GOROVOD_LOCAL_SIZE=2: must be in [1, GOROVOD_SIZE=0]",
 			"GOROVOD_CROSS_SIZE=2: must be in [1, GOROVOD_SIZE=0]"}},
-		{"negative rank", func(e *WorkerEnv) { e.Rank = -1 }, []string{"GOROVOD_RANK=-1"}},
-		{"local rank", func(e *WorkerEnv) { e.LocalRank = 2 }, []string{"GOROVOD_LOCAL_RANK=2: must be in [0, GOROVOD_LOCAL_SIZE=2)"}},
-		{"cross rank", func(e *WorkerEnv) { e.CrossRank = 5 }, []string{"GOROVOD_CROSS_RANK=5: must be in [0, GOROVOD_CROSS_SIZE=2)"}},
-		{"no rendezvous", func(e *WorkerEnv) { e.RendezvousAddr = "" }, []string{"more than one rank needs GOROVOD_RENDEZVOUS_ADDR"}},
-		{"bad rendezvous", func(e *WorkerEnv) { e.RendezvousAddr = "nohost" }, []string{"want host:port"}},
-		{"bad port", func(e *WorkerEnv) { e.RendezvousAddr = "a:99999" }, []string{"want host:port"}},
-		{"no secret", func(e *WorkerEnv) { e.Secret = nil }, []string{"GOROVOD_RENDEZVOUS_ADDR is set but GOROVOD_SECRET is not"}},
-		{"short secret", func(e *WorkerEnv) { e.Secret = e.Secret[:16] }, []string{"secret is 16 bytes, want 32"}},
-		{"knobs", func(e *WorkerEnv) {
+		{"negative rank", func(e *Env) { e.Rank = -1 }, []string{"GOROVOD_RANK=-1"}},
+		{"local rank", func(e *Env) { e.LocalRank = 2 }, []string{"GOROVOD_LOCAL_RANK=2: must be in [0, GOROVOD_LOCAL_SIZE=2)"}},
+		{"cross rank", func(e *Env) { e.CrossRank = 5 }, []string{"GOROVOD_CROSS_RANK=5: must be in [0, GOROVOD_CROSS_SIZE=2)"}},
+		{"no rendezvous", func(e *Env) { e.RendezvousAddr = "" }, []string{"more than one rank needs GOROVOD_RENDEZVOUS_ADDR"}},
+		{"bad rendezvous", func(e *Env) { e.RendezvousAddr = "nohost" }, []string{"want host:port"}},
+		{"bad port", func(e *Env) { e.RendezvousAddr = "a:99999" }, []string{"want host:port"}},
+		{"no secret", func(e *Env) { e.Secret = nil }, []string{"GOROVOD_RENDEZVOUS_ADDR is set but GOROVOD_SECRET is not"}},
+		{"short secret", func(e *Env) { e.Secret = e.Secret[:16] }, []string{"secret is 16 bytes, want 32"}},
+		{"knobs", func(e *Env) {
 			e.StartTimeout, e.FusionThreshold, e.CycleTime, e.CacheCapacity = 0, -1, 0, -1
 			e.StallWarning, e.StallShutdown, e.OpTimeout, e.LogLevel = -1, -1, -1, "chatty"
 		}, []string{"GOROVOD_START_TIMEOUT=0s: must be positive", "GOROVOD_FUSION_THRESHOLD=-1",
 			"GOROVOD_CYCLE_TIME=0s: must be positive", "GOROVOD_CACHE_CAPACITY=-1", "GOROVOD_STALL_CHECK_TIME=-1ns",
 			"GOROVOD_STALL_SHUTDOWN_TIME=-1ns", "GOROVOD_OP_TIMEOUT=-1ns", `GOROVOD_LOG_LEVEL="chatty"`}},
-		{"stall order", func(e *WorkerEnv) { e.StallShutdown = time.Second },
+		{"stall order", func(e *Env) { e.StallShutdown = time.Second },
 			[]string{"GOROVOD_STALL_SHUTDOWN_TIME=1s: must not be shorter than GOROVOD_STALL_CHECK_TIME=1m0s"}},
-		{"NUL", func(e *WorkerEnv) { e.TimelinePath = "a\x00b" }, []string{"GOROVOD_TIMELINE: value holds a NUL byte"}},
+		{"NUL", func(e *Env) { e.TimelinePath = "a\x00b" }, []string{"GOROVOD_TIMELINE: value holds a NUL byte"}},
 	}
 	for _, tt := range tests {
 		e := jobEnv()
@@ -172,7 +172,7 @@ func TestValidate(t *testing.T) {
 			}
 		}
 		for _, l := range lines {
-			if !strings.HasPrefix(l, "runner: ") {
+			if !strings.HasPrefix(l, "jobenv: ") {
 				t.Errorf("%s: message %q lacks the package prefix", tt.name, l)
 			}
 		}
@@ -185,7 +185,7 @@ func TestValidate(t *testing.T) {
 func TestEnvironRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 2000 {
-		want := randomWorkerEnv(rng)
+		want := randomEnv(rng)
 		kv := want.Environ()
 		if len(kv) != len(envVars()) {
 			t.Fatalf("Environ has %d entries, want %d", len(kv), len(envVars()))
@@ -198,8 +198,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 	}
 }
 
-// randomWorkerEnv draws a valid WorkerEnv, including edge values.
-func randomWorkerEnv(rng *rand.Rand) WorkerEnv {
+// randomEnv draws a valid Env, including edge values.
+func randomEnv(rng *rand.Rand) Env {
 	// pick returns one of the edge values, or a random value between the first and the last.
 	pick := func(edges ...int64) int64 {
 		lo, hi := edges[0], edges[len(edges)-1]
@@ -210,7 +210,7 @@ func randomWorkerEnv(rng *rand.Rand) WorkerEnv {
 	}
 	dur := func(edges ...int64) time.Duration { return time.Duration(pick(edges...)) }
 	size := 1 + rng.IntN(64)
-	e := WorkerEnv{Size: size, Rank: rng.IntN(size), LocalSize: 1 + rng.IntN(size), CrossSize: 1 + rng.IntN(size)}
+	e := Env{Size: size, Rank: rng.IntN(size), LocalSize: 1 + rng.IntN(size), CrossSize: 1 + rng.IntN(size)}
 	e.LocalRank, e.CrossRank = rng.IntN(e.LocalSize), rng.IntN(e.CrossSize)
 	e.Hostname = randomText(rng)
 	if size > 1 || rng.IntN(2) == 0 {
@@ -245,7 +245,7 @@ func randomText(rng *rand.Rand) string {
 	return string(b)
 }
 
-func FuzzWorkerEnvRoundTrip(f *testing.F) {
+func FuzzEnvRoundTrip(f *testing.F) {
 	f.Add(uint16(0), uint16(0), uint16(0), int64(0), int64(1), "host", "/tmp/t", "info")
 	f.Add(uint16(7), uint16(3), uint16(5), int64(-5), int64(1<<62), "", "", "warn")
 	f.Fuzz(func(t *testing.T, rank, local, cross uint16, fusion, cycle int64, host, timeline, level string) {
@@ -277,7 +277,7 @@ func TestSecretNeverPrinted(t *testing.T) {
 	slog.New(slog.NewTextHandler(&logged, nil)).Info("env", "env", e, "ptr", &e)
 	outputs := []string{e.String(), logged.String(), strings.Join(RedactEnviron(e.Environ()), " ")}
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%T %v"} {
-		outputs = append(outputs, fmt.Sprintf(verb, e), fmt.Sprintf(verb, &e), fmt.Sprintf(verb, []WorkerEnv{e}))
+		outputs = append(outputs, fmt.Sprintf(verb, e), fmt.Sprintf(verb, &e), fmt.Sprintf(verb, []Env{e}))
 	}
 	for _, out := range outputs {
 		if strings.Contains(strings.ToLower(out), hexSecret) || strings.Contains(out, "171 171 171") ||
@@ -297,26 +297,8 @@ func TestSecretNeverPrinted(t *testing.T) {
 	}
 }
 
-func TestNewSecret(t *testing.T) {
-	a, err := NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a) != auth.SecretSize || len(b) != auth.SecretSize || bytes.Equal(a, b) {
-		t.Fatalf("NewSecret gave %x and %x", a, b)
-	}
-}
-
 func TestForSlot(t *testing.T) {
-	hosts := []Host{{"a", 2}, {"b", 2}}
-	slots, err := Assign(hosts, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	slots := SlotsOf([]string{"a", "a", "b"}) // runner.Assign of a:2,b:2 for 3 ranks
 	base := jobEnv()
 	for _, s := range slots {
 		e := base.ForSlot(s)
@@ -337,12 +319,12 @@ func TestForSlot(t *testing.T) {
 func TestSlogLevel(t *testing.T) {
 	for in, want := range map[string]slog.Level{"debug": slog.LevelDebug, "INFO": slog.LevelInfo,
 		"warn": slog.LevelWarn, "error": slog.LevelError, "debug-4": slog.LevelDebug - 4} {
-		e := WorkerEnv{Knobs: settings.Knobs{LogLevel: in}}
+		e := Env{Knobs: settings.Knobs{LogLevel: in}}
 		if got, err := e.SlogLevel(); err != nil || got != want {
 			t.Errorf("SlogLevel(%q) = %v, %v", in, got, err)
 		}
 	}
-	if _, err := (WorkerEnv{}).SlogLevel(); !errors.Is(err, ErrEnv) {
+	if _, err := (Env{}).SlogLevel(); !errors.Is(err, ErrEnv) {
 		t.Errorf("SlogLevel(\"\") = %v, want ErrEnv", err)
 	}
 }

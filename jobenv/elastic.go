@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type Generation struct {
 
 // ErrElasticProtocol reports a generation record that makes no sense: one
 // that does not decode, numbers out of order, no members, a repeated ID.
-var ErrElasticProtocol = errors.New("runner: elastic generation")
+var ErrElasticProtocol = errors.New("jobenv: elastic generation")
 
 // RankOf returns the rank of the worker named id in g, or -1 if g leaves
 // it out.

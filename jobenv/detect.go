@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"errors"
@@ -65,7 +65,7 @@ type JoinPlan struct {
 // that cannot be joined (a variable missing or malformed, no way to find
 // rank 0, an unreadable secret) is an error wrapping ErrLauncher that names
 // the launcher and the variables it read: never a silent one-rank job.
-func Detect(getenv func(string) string) (WorkerEnv, JoinPlan, error) {
+func Detect(getenv func(string) string) (Env, JoinPlan, error) {
 	host, _ := os.Hostname()
 	return detector{getenv: getenv, hostname: host, ppid: os.Getppid()}.detect()
 }
@@ -109,14 +109,14 @@ func launcherReaders() []launcherReader {
 	return []launcherReader{clusterReader(), openMPIReader(), mpichReader(), slurmReader(), torchrunReader()}
 }
 
-func (d detector) detect() (WorkerEnv, JoinPlan, error) {
+func (d detector) detect() (Env, JoinPlan, error) {
 	if d.getenv(EnvRank) != "" {
 		env, _, err := FromEnviron(d.getenv)
 		return env, JoinPlan{Launcher: LauncherGorun}, err
 	}
 	env, _, err := FromEnviron(d.knobsOnly)
 	if err != nil {
-		return WorkerEnv{}, JoinPlan{}, err
+		return Env{}, JoinPlan{}, err
 	}
 	for _, r := range launcherReaders() {
 		if !r.match(d) {
@@ -130,10 +130,10 @@ func (d detector) detect() (WorkerEnv, JoinPlan, error) {
 			}
 			err = jerr
 		}
-		return WorkerEnv{}, JoinPlan{}, d.launcherError(r, err)
+		return Env{}, JoinPlan{}, d.launcherError(r, err)
 	}
 	if err := d.checkAlone(); err != nil {
-		return WorkerEnv{}, JoinPlan{}, err
+		return Env{}, JoinPlan{}, err
 	}
 	return env, JoinPlan{}, nil
 }
@@ -189,7 +189,7 @@ func (d detector) setVars(names []string) []string {
 
 // join turns a launcher's placement into the worker environment and the
 // plan: identity, rendezvous address, who serves it, and the secret.
-func (d detector) join(env WorkerEnv, r launcherReader, p placement) (WorkerEnv, JoinPlan, error) {
+func (d detector) join(env Env, r launcherReader, p placement) (Env, JoinPlan, error) {
 	plan := JoinPlan{Launcher: r.name, Vars: d.setVars(r.vars), Hosts: p.hosts}
 	env.Rank, env.Size, env.Hostname = p.rank, p.size, p.host
 	env.LocalRank, env.LocalSize = 0, 1
@@ -207,11 +207,11 @@ func (d detector) join(env WorkerEnv, r launcherReader, p placement) (WorkerEnv,
 	}
 	if p.size > 1 {
 		if err := d.rendezvous(&env, &plan, p); err != nil {
-			return WorkerEnv{}, JoinPlan{}, err
+			return Env{}, JoinPlan{}, err
 		}
 	}
 	if err := env.Validate(); err != nil {
-		return WorkerEnv{}, JoinPlan{}, err
+		return Env{}, JoinPlan{}, err
 	}
 	return env, plan, nil
 }
@@ -219,7 +219,7 @@ func (d detector) join(env WorkerEnv, r launcherReader, p placement) (WorkerEnv,
 // rendezvous sets where the job's rendezvous is (GOROVOD_RENDEZVOUS_ADDR
 // if set, else rank 0's host at GOROVOD_RENDEZVOUS_PORT, the launcher's
 // port or one derived from the job id), who serves it, and the secret.
-func (d detector) rendezvous(env *WorkerEnv, plan *JoinPlan, p placement) error {
+func (d detector) rendezvous(env *Env, plan *JoinPlan, p placement) error {
 	addr := d.getenv(EnvRendezvousAddr)
 	if addr == "" {
 		if p.rdvHost == "" {

@@ -1,4 +1,4 @@
-package runner_test
+package jobenv_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorovod/gorovod/runner"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/runner/rendezvous"
 )
 
@@ -37,10 +37,10 @@ func elasticServer(t *testing.T) (*rendezvous.Client, func() *rendezvous.Client)
 	return dial(), dial
 }
 
-func gen(n int, ids ...string) runner.Generation {
-	g := runner.Generation{N: n}
+func gen(n int, ids ...string) jobenv.Generation {
+	g := jobenv.Generation{N: n}
 	for i, id := range ids {
-		g.Members = append(g.Members, runner.ElasticMember{ID: id, Host: fmt.Sprint("h", i%2)})
+		g.Members = append(g.Members, jobenv.ElasticMember{ID: id, Host: fmt.Sprint("h", i%2)})
 	}
 	return g
 }
@@ -52,15 +52,15 @@ func TestElasticGenerations(t *testing.T) {
 	driver, dial := elasticServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, bad := range []runner.Generation{gen(0, "a"), gen(1), gen(1, "a", "a"), gen(1, "")} {
-		if err := runner.PublishGeneration(ctx, driver, bad); !errors.Is(err, runner.ErrElasticProtocol) {
+	for _, bad := range []jobenv.Generation{gen(0, "a"), gen(1), gen(1, "a", "a"), gen(1, "")} {
+		if err := jobenv.PublishGeneration(ctx, driver, bad); !errors.Is(err, jobenv.ErrElasticProtocol) {
 			t.Errorf("generation %+v published: %v", bad, err)
 		}
 	}
 	worker := dial()
-	got := make(chan runner.Generation, 1)
+	got := make(chan jobenv.Generation, 1)
 	go func() {
-		g, err := runner.AwaitGeneration(ctx, worker, 0)
+		g, err := jobenv.AwaitGeneration(ctx, worker, 0)
 		if err != nil {
 			t.Error(err)
 		}
@@ -71,22 +71,22 @@ func TestElasticGenerations(t *testing.T) {
 		t.Fatalf("a generation before any was published: %+v", g)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := runner.PublishGeneration(ctx, driver, gen(1, "a", "b", "c")); err != nil {
+	if err := jobenv.PublishGeneration(ctx, driver, gen(1, "a", "b", "c")); err != nil {
 		t.Fatal(err)
 	}
 	if g := <-got; g.N != 1 || g.RankOf("c") != 2 || g.RankOf("z") != -1 || !slices.Equal(g.Hosts(), []string{"h0", "h1", "h0"}) {
 		t.Fatalf("first generation: %+v", g)
 	}
-	if err := runner.PublishGeneration(ctx, driver, gen(2, "a", "c")); err != nil {
+	if err := jobenv.PublishGeneration(ctx, driver, gen(2, "a", "c")); err != nil {
 		t.Fatal(err)
 	}
-	if err := runner.PublishGeneration(ctx, driver, gen(3, "c", "a", "d")); err != nil {
+	if err := jobenv.PublishGeneration(ctx, driver, gen(3, "c", "a", "d")); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := runner.NewerGeneration(ctx, worker, 1); err != nil || n != 2 {
+	if n, err := jobenv.NewerGeneration(ctx, worker, 1); err != nil || n != 2 {
 		t.Fatalf("NewerGeneration(1) = %d, %v", n, err)
 	}
-	if g, err := runner.AwaitGeneration(ctx, worker, 1); err != nil || g.N != 3 || g.RankOf("a") != 1 {
+	if g, err := jobenv.AwaitGeneration(ctx, worker, 1); err != nil || g.N != 3 || g.RankOf("a") != 1 {
 		t.Fatalf("a worker of generation 1 gets %+v, %v; want the latest, 3", g, err)
 	}
 	addrs := make([][]string, 3)
@@ -94,7 +94,7 @@ func TestElasticGenerations(t *testing.T) {
 	for r := range 3 {
 		go func() {
 			var err error
-			addrs[r], err = runner.ExchangeAddrs(ctx, dial(), 3, r, 3, fmt.Sprint("10.0.0.", r, ":99"))
+			addrs[r], err = jobenv.ExchangeAddrs(ctx, dial(), 3, r, 3, fmt.Sprint("10.0.0.", r, ":99"))
 			errs <- err
 		}()
 	}
@@ -111,7 +111,7 @@ func TestElasticGenerations(t *testing.T) {
 	}
 	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer stop()
-	if _, err := runner.ExchangeAddrs(short, worker, 4, 0, 2, "x:1"); err == nil {
+	if _, err := jobenv.ExchangeAddrs(short, worker, 4, 0, 2, "x:1"); err == nil {
 		t.Error("ExchangeAddrs returned without the other rank's address")
 	}
 }

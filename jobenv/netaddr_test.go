@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"net/netip"
@@ -41,14 +41,14 @@ func TestRouteAway(t *testing.T) {
 	if up, ok := UpAddr(); ok {
 		want = up
 	}
-	got, err := routeAway([]string{"127.0.0.1", "localhost"}, false)
+	got, err := RouteAway([]string{"127.0.0.1", "localhost"}, false)
 	if err != nil || got != want {
-		t.Fatalf("routeAway over loopback hosts = %v, %v; want %v", got, err, want)
+		t.Fatalf("RouteAway over loopback hosts = %v, %v; want %v", got, err, want)
 	}
-	if _, err := routeAway([]string{"no-such-host.invalid", "127.0.0.1"}, true); err == nil {
+	if _, err := RouteAway([]string{"no-such-host.invalid", "127.0.0.1"}, true); err == nil {
 		t.Fatal("strict: an unresolvable first host gave no error")
 	}
-	if got, err := routeAway([]string{"no-such-host.invalid", "127.0.0.1"}, false); err != nil || got != want {
+	if got, err := RouteAway([]string{"no-such-host.invalid", "127.0.0.1"}, false); err != nil || got != want {
 		t.Fatalf("lenient: %v, %v; want %v", got, err, want)
 	}
 }

@@ -1,10 +1,12 @@
-package runner
+package jobenv
 
 import (
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // FuzzExpandHostlist checks that ExpandHostlist never panics, returns
@@ -29,7 +31,7 @@ func FuzzExpandHostlist(f *testing.F) {
 			t.Fatalf("ExpandHostlist(%q) returned %d names", s, len(names))
 		}
 		for _, name := range names {
-			if got, err := parseHostName(name, false); err != nil || got != name {
+			if got, err := hostlist.ParseName(name, false); err != nil || got != name {
 				t.Fatalf("ExpandHostlist(%q) returned bad host name %q: %v", s, name, err)
 			}
 		}
@@ -62,7 +64,7 @@ func FuzzExpandTasksPerNode(f *testing.F) {
 		}
 		items := make([]string, len(counts))
 		for i, n := range counts {
-			if n < 1 || n > MaxSlotsPerHost {
+			if n < 1 || n > hostlist.MaxSlotsPerHost {
 				t.Fatalf("ExpandTasksPerNode(%q) returned count %d", s, n)
 			}
 			items[i] = strconv.Itoa(n)

@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // TestExpandHostlist checks expansions of valid hostlists: padding, products,
@@ -128,7 +130,7 @@ func TestExpandHostlistErrors(t *testing.T) {
 func checkSlurmError(t *testing.T, fn, in string, err error, want []string) {
 	t.Helper()
 	msg := err.Error()
-	if !errors.Is(err, ErrHostlist) || !strings.HasPrefix(msg, "runner: ") || strings.Contains(msg, "\n") {
+	if !errors.Is(err, ErrHostlist) || !strings.HasPrefix(msg, "jobenv: ") || strings.Contains(msg, "\n") {
 		t.Errorf("%s(%q): badly formed error %q", fn, in, msg)
 	}
 	if len(msg) > maxSlurmErrorLen {
@@ -181,7 +183,7 @@ func TestExpandTasksPerNode(t *testing.T) {
 		{"4(x2),2,3(x2)", []int{4, 4, 2, 3, 3}},
 		{" 2(x2) ,\t1\n", []int{2, 2, 1}},
 		{"007(x02)", []int{7, 7}},
-		{"65536", []int{MaxSlotsPerHost}},
+		{"65536", []int{hostlist.MaxSlotsPerHost}},
 	}
 	for _, tt := range tests {
 		got, err := ExpandTasksPerNode(tt.in)

@@ -1,7 +1,6 @@
-package runner
+package jobenv
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/settings"
@@ -21,7 +19,9 @@ import (
 // Names of the environment variables that gorun sets for every worker.
 // The first ten say who the worker is and how it reaches the others; the
 // rest carry the fields of settings.Knobs (named in the comments), and an
-// unset or empty one keeps its default (settings.Defaults).
+// unset or empty one keeps its default (settings.Defaults). A knob's
+// variable is defined in settings.Table, which Environ and FromEnviron
+// follow; the constants here name the knobs that code refers to.
 const (
 	EnvRank              = "GOROVOD_RANK"                   // global rank
 	EnvSize              = "GOROVOD_SIZE"                   // number of ranks
@@ -50,7 +50,7 @@ const (
 )
 
 // EnvElasticID is set by gorun in the ranks of an elastic job (--min-np)
-// only: the worker's name in the job's generations (runner.Generation),
+// only: the worker's name in the job's generations (Generation),
 // which hvd.RunElastic looks itself up by.
 const EnvElasticID = "GOROVOD_ELASTIC_ID"
 
@@ -63,9 +63,9 @@ const (
 	EnvClusterIndex   = "GOROVOD_CLUSTER_INDEX"   // this process's index (rank) in the cluster spec
 )
 
-// WorkerEnv is what one worker process learns from its environment: who it
+// Env is what one worker process learns from its environment: who it
 // is in the job, how to reach the others, and the tuning knobs.
-type WorkerEnv struct {
+type Env struct {
 	Rank, Size           int // global rank and number of ranks
 	LocalRank, LocalSize int // rank and number of ranks on this host
 	CrossRank, CrossSize int // position among, and number of, hosts with this LocalRank
@@ -80,25 +80,16 @@ type WorkerEnv struct {
 	settings.Knobs
 }
 
-// DefaultWorkerEnv returns the environment of a single rank (rank 0 of 1,
+// DefaultEnv returns the environment of a single rank (rank 0 of 1,
 // on one host) with every knob at its default (settings.Defaults).
-func DefaultWorkerEnv() WorkerEnv {
-	return WorkerEnv{Size: 1, LocalSize: 1, CrossSize: 1, Knobs: settings.Defaults()}
-}
-
-// NewSecret returns a fresh job secret of auth.SecretSize random bytes.
-func NewSecret() ([]byte, error) {
-	s := make([]byte, auth.SecretSize)
-	if _, err := rand.Read(s); err != nil {
-		return nil, fmt.Errorf("runner: job secret: %w", err)
-	}
-	return s, nil
+func DefaultEnv() Env {
+	return Env{Size: 1, LocalSize: 1, CrossSize: 1, Knobs: settings.Defaults()}
 }
 
 // ForSlot returns a copy of e with the identity of slot s: its ranks, sizes
-// and host name. The launcher starts from one WorkerEnv per job (addresses,
+// and host name. The launcher starts from one Env per job (addresses,
 // secret, knobs) and derives each rank's with ForSlot.
-func (e WorkerEnv) ForSlot(s Slot) WorkerEnv {
+func (e Env) ForSlot(s Slot) Env {
 	e.Rank, e.Size = s.Rank, s.Size
 	e.LocalRank, e.LocalSize = s.LocalRank, s.LocalSize
 	e.CrossRank, e.CrossSize = s.CrossRank, s.CrossSize
@@ -109,7 +100,7 @@ func (e WorkerEnv) ForSlot(s Slot) WorkerEnv {
 // Environ returns every variable of the contract as "NAME=value" entries,
 // ready to append to os.Environ() for a worker. It includes the secret:
 // never log the result without RedactEnviron.
-func (e WorkerEnv) Environ() []string {
+func (e Env) Environ() []string {
 	vars := envVars()
 	kv := make([]string, len(vars))
 	for i, v := range vars {
@@ -120,14 +111,14 @@ func (e WorkerEnv) Environ() []string {
 
 // FromEnviron reads the contract through getenv (os.Getenv in a worker).
 // present reports whether GOROVOD_RANK is set. Without it the result is a
-// single rank (DefaultWorkerEnv) with any knobs that are set applied, and
+// single rank (DefaultEnv) with any knobs that are set applied, and
 // setting an identity variable (size, local and cross numbers, rendezvous
 // address, secret) without GOROVOD_RANK is an error. With it, the six rank
 // and size variables are required. Unset or empty knobs keep their defaults.
 // A value that does not parse is an error naming the variable and its value
 // (never the secret's); the result is then checked with Validate.
-func FromEnviron(getenv func(string) string) (env WorkerEnv, present bool, err error) {
-	env = DefaultWorkerEnv()
+func FromEnviron(getenv func(string) string) (env Env, present bool, err error) {
+	env = DefaultEnv()
 	present = getenv(EnvRank) != ""
 	var errs []error
 	for _, v := range envVars() {
@@ -149,14 +140,31 @@ func FromEnviron(getenv func(string) string) (env WorkerEnv, present bool, err e
 		errs = append(errs, env.Validate())
 	}
 	if err := errors.Join(errs...); err != nil {
-		return WorkerEnv{}, present, err
+		return Env{}, present, err
 	}
 	return env, present, nil
 }
 
+// Set gives the variable name of the contract the value s, as FromEnviron
+// reads it. A value that does not parse, or a name that is not the
+// contract's, is an error wrapping ErrEnv that names the variable and the
+// value (never the secret's). Set does not Validate e.
+func (e *Env) Set(name, s string) error {
+	for _, v := range envVars() {
+		if v.name != name {
+			continue
+		}
+		if err := v.set(e, s); err != nil {
+			return fmt.Errorf("%w: %s=%s: %w", ErrEnv, v.name, v.quote(s), err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not a variable of the contract", ErrEnv, name)
+}
+
 // Validate checks the invariants of e and returns one error per broken
 // invariant (joined with errors.Join), each wrapping ErrEnv; nil if e is sound.
-func (e WorkerEnv) Validate() error {
+func (e Env) Validate() error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
@@ -172,7 +180,7 @@ func (e WorkerEnv) Validate() error {
 type checkFunc func(ok bool, format string, args ...any)
 
 // checkIdentity checks the ranks, sizes, addresses and secret.
-func (e WorkerEnv) checkIdentity(check checkFunc) {
+func (e Env) checkIdentity(check checkFunc) {
 	check(e.Size >= 1, "%s=%d: must be at least 1", EnvSize, e.Size)
 	check(0 <= e.Rank && e.Rank < e.Size, "%s=%d: must be in [0, %s=%d)", EnvRank, e.Rank, EnvSize, e.Size)
 	check(1 <= e.LocalSize && e.LocalSize <= e.Size, "%s=%d: must be in [1, %s=%d]", EnvLocalSize, e.LocalSize, EnvSize, e.Size)
@@ -190,7 +198,7 @@ func (e WorkerEnv) checkIdentity(check checkFunc) {
 
 // checkKnobs checks the tuning knobs and that no text value holds a NUL byte
 // (which no environment variable can carry).
-func (e WorkerEnv) checkKnobs(check checkFunc) {
+func (e Env) checkKnobs(check checkFunc) {
 	check(e.StartTimeout > 0, "%s=%v: must be positive", EnvStartTimeout, e.StartTimeout)
 	check(e.FusionThreshold >= 0, "%s=%d: must not be negative", EnvFusionThreshold, e.FusionThreshold)
 	check(e.CycleTime > 0, "%s=%v: must be positive", EnvCycleTime, e.CycleTime)
@@ -219,7 +227,7 @@ func isHostPort(s string) bool {
 
 // SlogLevel returns the log/slog level named by LogLevel ("debug", "info",
 // "warn", "error", any case, optionally with an offset such as "debug-4").
-func (e WorkerEnv) SlogLevel() (slog.Level, error) { return slogLevel(e.LogLevel) }
+func (e Env) SlogLevel() (slog.Level, error) { return slogLevel(e.LogLevel) }
 
 // slogLevel returns the log/slog level that name names (see SlogLevel).
 func slogLevel(name string) (slog.Level, error) {
@@ -248,17 +256,17 @@ func RedactEnviron(kv []string) []string {
 }
 
 // String formats e as its environment entries, with the secret redacted.
-func (e WorkerEnv) String() string {
-	return "WorkerEnv{" + strings.Join(RedactEnviron(e.Environ()), " ") + "}"
+func (e Env) String() string {
+	return "Env{" + strings.Join(RedactEnviron(e.Environ()), " ") + "}"
 }
 
 // Format makes every fmt verb (%v, %+v, %#v, %x, %d, ...) print String, so
-// that no formatting of a WorkerEnv can reveal the secret.
-func (e WorkerEnv) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(e.String())) }
+// that no formatting of a Env can reveal the secret.
+func (e Env) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(e.String())) }
 
 // LogValue makes log/slog record e as a group of its variables (named
 // without the GOROVOD_ prefix, in lower case), with the secret redacted.
-func (e WorkerEnv) LogValue() slog.Value {
+func (e Env) LogValue() slog.Value {
 	vars := envVars()
 	attrs := make([]slog.Attr, len(vars))
 	for i, v := range vars {
@@ -271,14 +279,14 @@ func (e WorkerEnv) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// envVar binds one environment variable to one field of WorkerEnv.
+// envVar binds one environment variable to one field of Env.
 type envVar struct {
 	name     string
 	identity bool // describes the rank in a job: set only together with EnvRank
 	required bool // must be set when EnvRank is
 	secret   bool // its value never appears in messages
-	get      func(e *WorkerEnv) string
-	set      func(e *WorkerEnv, s string) error
+	get      func(e *Env) string
+	set      func(e *Env, s string) error
 }
 
 // quote shows a value in an error message, hiding a secret one.
@@ -289,62 +297,36 @@ func (v envVar) quote(s string) string {
 	return strconv.Quote(clip(s, maxQuoted))
 }
 
-// envVars lists the contract: every variable, in the order Environ writes them.
+// envVars lists the contract: every variable, in the order Environ writes
+// them: the identity, then the knobs of settings.Table.
 func envVars() []envVar {
-	return []envVar{
-		rankVar(EnvRank, func(e *WorkerEnv) *int { return &e.Rank }),
-		rankVar(EnvSize, func(e *WorkerEnv) *int { return &e.Size }),
-		rankVar(EnvLocalRank, func(e *WorkerEnv) *int { return &e.LocalRank }),
-		rankVar(EnvLocalSize, func(e *WorkerEnv) *int { return &e.LocalSize }),
-		rankVar(EnvCrossRank, func(e *WorkerEnv) *int { return &e.CrossRank }),
-		rankVar(EnvCrossSize, func(e *WorkerEnv) *int { return &e.CrossSize }),
-		stringVar(EnvHostname, func(e *WorkerEnv) *string { return &e.Hostname }),
-		identityVar(stringVar(EnvRendezvousAddr, func(e *WorkerEnv) *string { return &e.RendezvousAddr })),
+	vars := []envVar{
+		rankVar(EnvRank, func(e *Env) *int { return &e.Rank }),
+		rankVar(EnvSize, func(e *Env) *int { return &e.Size }),
+		rankVar(EnvLocalRank, func(e *Env) *int { return &e.LocalRank }),
+		rankVar(EnvLocalSize, func(e *Env) *int { return &e.LocalSize }),
+		rankVar(EnvCrossRank, func(e *Env) *int { return &e.CrossRank }),
+		rankVar(EnvCrossSize, func(e *Env) *int { return &e.CrossSize }),
+		stringVar(EnvHostname, func(e *Env) *string { return &e.Hostname }),
+		identityVar(stringVar(EnvRendezvousAddr, func(e *Env) *string { return &e.RendezvousAddr })),
 		identityVar(secretVar(EnvSecret)),
-		stringVar(EnvBindAddr, func(e *WorkerEnv) *string { return &e.BindAddr }),
-		durationVar(EnvStartTimeout, func(e *WorkerEnv) *time.Duration { return &e.StartTimeout }),
-		int64Var(EnvFusionThreshold, func(e *WorkerEnv) *int64 { return &e.FusionThreshold }),
-		durationVar(EnvCycleTime, func(e *WorkerEnv) *time.Duration { return &e.CycleTime }),
-		intVar(EnvCacheCapacity, func(e *WorkerEnv) *int { return &e.CacheCapacity }),
-		durationVar(EnvStallCheckTime, func(e *WorkerEnv) *time.Duration { return &e.StallWarning }),
-		durationVar(EnvStallShutdownTime, func(e *WorkerEnv) *time.Duration { return &e.StallShutdown }),
-		stringVar(EnvTimeline, func(e *WorkerEnv) *string { return &e.TimelinePath }),
-		stringVar(EnvLogLevel, func(e *WorkerEnv) *string { return &e.LogLevel }),
-		durationVar(EnvOpTimeout, func(e *WorkerEnv) *time.Duration { return &e.OpTimeout }),
-		boolVar(EnvNoSharedMemory, func(e *WorkerEnv) *bool { return &e.NoSharedMemory }),
-		switchVar(EnvHierarchical, func(e *WorkerEnv) *settings.Switch { return &e.Hierarchical }),
-		boolVar(EnvAutotune, func(e *WorkerEnv) *bool { return &e.Autotune }),
-		stringVar(EnvAutotuneLog, func(e *WorkerEnv) *string { return &e.AutotuneLogPath }),
-		boolVar(EnvTLS, func(e *WorkerEnv) *bool { return &e.TLS }),
+		stringVar(EnvBindAddr, func(e *Env) *string { return &e.BindAddr }),
 	}
-}
-
-// boolVar binds a flag written "1" (set) or "0" (unset, the default).
-func boolVar(name string, field func(*WorkerEnv) *bool) envVar {
-	return envVar{name: name,
-		get: func(e *WorkerEnv) string {
-			if *field(e) {
-				return "1"
-			}
-			return "0"
-		},
-		set: func(e *WorkerEnv, s string) error {
-			switch s {
-			case "1":
-				*field(e) = true
-			case "0":
-				*field(e) = false
-			default:
-				return errors.New("not 1 or 0")
-			}
-			return nil
-		},
+	for _, k := range settings.Table() {
+		vars = append(vars, envVar{name: k.Var,
+			get: func(e *Env) string { return k.Env(&e.Knobs).String() },
+			set: func(e *Env, s string) error { return k.Env(&e.Knobs).Set(s) },
+		})
 	}
+	return vars
 }
 
 // rankVar is a required identity integer (ranks and sizes).
-func rankVar(name string, field func(*WorkerEnv) *int) envVar {
-	v := identityVar(intVar(name, field))
+func rankVar(name string, field func(*Env) *int) envVar {
+	v := identityVar(envVar{name: name,
+		get: func(e *Env) string { return strconv.Itoa(*field(e)) },
+		set: func(e *Env, s string) (err error) { *field(e), err = settings.ParseInt[int](s); return err },
+	})
 	v.required = true
 	return v
 }
@@ -355,77 +337,19 @@ func identityVar(v envVar) envVar {
 	return v
 }
 
-// intVar binds a decimal int.
-func intVar(name string, field func(*WorkerEnv) *int) envVar {
-	return envVar{name: name,
-		get: func(e *WorkerEnv) string { return strconv.Itoa(*field(e)) },
-		set: func(e *WorkerEnv, s string) (err error) { *field(e), err = parseInt[int](s); return err },
-	}
-}
-
-// int64Var binds a decimal int64.
-func int64Var(name string, field func(*WorkerEnv) *int64) envVar {
-	return envVar{name: name,
-		get: func(e *WorkerEnv) string { return strconv.FormatInt(*field(e), 10) },
-		set: func(e *WorkerEnv, s string) (err error) { *field(e), err = parseInt[int64](s); return err },
-	}
-}
-
-// parseInt parses a decimal integer, explaining a failure without repeating s.
-func parseInt[T int | int64](s string) (T, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err == nil && int64(T(n)) != n || errors.Is(err, strconv.ErrRange) {
-		return 0, errors.New("integer out of range")
-	}
-	if err != nil {
-		return 0, errors.New("not a decimal integer")
-	}
-	return T(n), nil
-}
-
-// durationVar binds a Go duration ("1ms", "60s", "1m30s").
-func durationVar(name string, field func(*WorkerEnv) *time.Duration) envVar {
-	return envVar{name: name,
-		get: func(e *WorkerEnv) string { return field(e).String() },
-		set: func(e *WorkerEnv, s string) error {
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				return errors.New(`not a Go duration such as "1ms", "60s" or "1m30s"`)
-			}
-			*field(e) = d
-			return nil
-		},
-	}
-}
-
-// switchVar binds a settings.Switch written auto, on or off.
-func switchVar(name string, field func(*WorkerEnv) *settings.Switch) envVar {
-	return envVar{name: name,
-		get: func(e *WorkerEnv) string { return field(e).String() },
-		set: func(e *WorkerEnv, s string) (err error) {
-			v, err := settings.ParseSwitch(s)
-			if err != nil {
-				return errors.New("not auto, on or off")
-			}
-			*field(e) = v
-			return nil
-		},
-	}
-}
-
 // stringVar binds a string taken as is.
-func stringVar(name string, field func(*WorkerEnv) *string) envVar {
+func stringVar(name string, field func(*Env) *string) envVar {
 	return envVar{name: name,
-		get: func(e *WorkerEnv) string { return *field(e) },
-		set: func(e *WorkerEnv, s string) error { *field(e) = s; return nil },
+		get: func(e *Env) string { return *field(e) },
+		set: func(e *Env, s string) error { *field(e) = s; return nil },
 	}
 }
 
 // secretVar binds the job secret, hex-encoded.
 func secretVar(name string) envVar {
 	return envVar{name: name, secret: true,
-		get: func(e *WorkerEnv) string { return hex.EncodeToString(e.Secret) },
-		set: func(e *WorkerEnv, s string) error {
+		get: func(e *Env) string { return hex.EncodeToString(e.Secret) },
+		set: func(e *Env, s string) error {
 			b, err := hex.DecodeString(s)
 			if err != nil {
 				return errors.New("not hexadecimal")

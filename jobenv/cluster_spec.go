@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gorovod/gorovod/internal/hostlist"
 )
 
 // maxClusterSpec bounds the size of a GOROVOD_CLUSTER spec file: at most
@@ -68,14 +70,17 @@ func readCluster(d detector) (placement, error) {
 	if err != nil {
 		return placement{}, err
 	}
-	hosts, err := ParseHosts(strings.Join(spec.Hosts, ","))
+	hosts, err := hostlist.Parse(strings.Join(spec.Hosts, ","))
 	if err != nil {
 		return placement{}, err
 	}
-	slots, err := Assign(hosts, TotalSlots(hosts))
-	if err != nil {
-		return placement{}, err
+	var hostOf []string // the host of each slot, filled in order as under gorun
+	for _, h := range hosts {
+		for range h.Slots {
+			hostOf = append(hostOf, h.Name)
+		}
 	}
+	slots := SlotsOf(hostOf)
 	index, err := clusterIndex(d, spec, len(slots))
 	if err != nil {
 		return placement{}, err
@@ -83,7 +88,7 @@ func readCluster(d detector) (placement, error) {
 	s := slots[index]
 	p := placement{rank: s.Rank, size: s.Size, localRank: s.LocalRank, localSize: s.LocalSize,
 		crossRank: s.CrossRank, crossSize: s.CrossSize, host: s.Host,
-		rdvHost: hosts[0].Name, rdvPort: spec.Port, jobID: "cluster:" + FormatHosts(hosts)}
+		rdvHost: hosts[0].Name, rdvPort: spec.Port, jobID: "cluster:" + hostlist.Format(hosts)}
 	for _, sl := range slots {
 		p.hosts = append(p.hosts, sl.Host)
 	}

@@ -1,4 +1,4 @@
-package runner
+package jobenv
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func envOf(kv ...string) func(string) string {
 }
 
 // detectIn runs the detector on kv, on host "thishost" with parent 4242.
-func detectIn(kv ...string) (WorkerEnv, JoinPlan, error) {
+func detectIn(kv ...string) (Env, JoinPlan, error) {
 	return detector{getenv: envOf(kv...), hostname: "thishost", ppid: 4242}.detect()
 }
 
@@ -126,7 +126,7 @@ func TestDetectLaunchers(t *testing.T) {
 }
 
 // checkDetected compares a detection with w.
-func checkDetected(t *testing.T, env WorkerEnv, plan JoinPlan, w want) {
+func checkDetected(t *testing.T, env Env, plan JoinPlan, w want) {
 	t.Helper()
 	got := []int{env.Rank, env.Size, env.LocalRank, env.LocalSize, env.CrossRank, env.CrossSize}
 	exp := []int{w.rank, w.size, w.lr, w.ls, w.cr, w.cs}
@@ -292,49 +292,6 @@ func TestDetectSecretFile(t *testing.T) {
 				t.Error("the error shows the secret")
 			}
 		})
-	}
-}
-
-func TestSlotsOfMatchesAssign(t *testing.T) {
-	for _, hosts := range [][]Host{
-		{{"a", 2}, {"b", 2}}, {{"a", 3}, {"b", 1}, {"c", 2}}, {{"a", 1}}, {{"a", 1}, {"b", 4}},
-	} {
-		slots, err := Assign(hosts, TotalSlots(hosts))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hostOf := make([]string, len(slots))
-		for i, s := range slots {
-			hostOf[i] = s.Host
-		}
-		if got := SlotsOf(hostOf); !equalSlices(got, slots) {
-			t.Errorf("SlotsOf(%v) = %v, want %v", hostOf, got, slots)
-		}
-	}
-	// Ranks dealt round-robin over two hosts.
-	got := SlotsOf([]string{"a", "b", "a", "b", "a"})
-	want := []Slot{{"a", 0, 0, 3, 0, 2, 5}, {"b", 1, 0, 2, 1, 2, 5}, {"a", 2, 1, 3, 0, 2, 5}, {"b", 3, 1, 2, 1, 2, 5}, {"a", 4, 2, 3, 0, 1, 5}}
-	if !equalSlices(got, want) {
-		t.Errorf("cyclic: %v, want %v", got, want)
-	}
-}
-
-func TestSlurmAllocation(t *testing.T) {
-	hosts, ok, err := SlurmAllocation(envOf("SLURM_JOB_ID=1", "SLURM_JOB_NODELIST=n[1-3]", "SLURM_JOB_CPUS_PER_NODE=2(x2),4"))
-	if err != nil || !ok || FormatHosts(hosts) != "n1:2,n2:2,n3:4" {
-		t.Errorf("CPUs per node: %v %v %v", hosts, ok, err)
-	}
-	hosts, ok, err = SlurmAllocation(envOf("SLURM_JOB_ID=1", "SLURM_JOB_NODELIST=n[1-2]", "SLURM_TASKS_PER_NODE=1(x2)",
-		"SLURM_JOB_CPUS_PER_NODE=2(x2)"))
-	if err != nil || !ok || FormatHosts(hosts) != "n1:1,n2:1" {
-		t.Errorf("tasks per node: %v %v %v", hosts, ok, err)
-	}
-	if _, ok, err := SlurmAllocation(envOf()); ok || err != nil {
-		t.Errorf("outside an allocation: %v %v", ok, err)
-	}
-	_, _, err = SlurmAllocation(envOf("SLURM_JOB_ID=1", "SLURM_JOB_NODELIST=n[1-2]", "SLURM_JOB_CPUS_PER_NODE=2"))
-	if !errors.Is(err, ErrLauncher) || !strings.Contains(err.Error(), "2 nodes but 1 counts") {
-		t.Errorf("mismatch: %v", err)
 	}
 }
 
