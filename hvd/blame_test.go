@@ -14,7 +14,7 @@ import (
 	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // gorunJob joins n runtimes through a launcher-side rendezvous server, as

@@ -13,7 +13,7 @@ import (
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // elasticJob is an in-process elastic job: a rendezvous server, the

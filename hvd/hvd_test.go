@@ -21,7 +21,7 @@ import (
 	"github.com/gorovod/gorovod/hvd/hvdtest"
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -14,7 +14,7 @@ import (
 	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 	"github.com/gorovod/gorovod/settings"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // serveRendezvous starts, on rank 0 of a job that gorun did not start, the

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // An elastic job is formed anew, as a new generation, whenever its set of

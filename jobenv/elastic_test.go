@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 func elasticServer(t *testing.T) (*rendezvous.Client, func() *rendezvous.Client) {

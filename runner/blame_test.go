@@ -13,7 +13,7 @@ import (
 
 	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // exited and killed are the failures of rank r as Process.Wait reports them.

@@ -70,7 +70,7 @@
 //     every interface, each host dialing its own route's address, where
 //     they differ; see Launch).
 //  3. A fresh job secret (NewSecret) and the rendezvous service
-//     (runner/rendezvous) on that address.
+//     (package rendezvous) on that address.
 //  4. Hosts whose spawner is a HostChecker (ssh) are checked, all at once,
 //     within StartTimeout; a ReachChecker (ssh) also has each host connect
 //     back to its rendezvous address. A failure ends Launch before any

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // fakeSpawner starts fakeProcs instead of processes, and records what it

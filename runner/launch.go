@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // Launch runs the job that cfg describes and returns when every rank has

@@ -19,7 +19,7 @@ import (
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 func TestLaunchAllSucceed(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // registry is what strandWatch reads of the rendezvous: who registered,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // This file holds the connect-back check's verdicts: a host that cannot

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // routes is a shorthand for route lookups: "host=addr", or "host!" for a

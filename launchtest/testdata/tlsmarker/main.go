@@ -17,7 +17,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/jobenv"
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorovod/gorovod/runner/rendezvous"
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // A launcher runs the server; two ranks register their data-plane

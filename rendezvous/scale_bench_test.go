@@ -22,7 +22,7 @@ import (
 // launcher). Each iteration starts a fresh server and n fresh clients,
 // all in this process (2n sockets), and closes them untimed.
 //
-//	go test ./runner/rendezvous -run '^$' -bench ScaleRendezvous -benchtime 3x
+//	go test ./rendezvous -run '^$' -bench ScaleRendezvous -benchtime 3x
 func BenchmarkScaleRendezvous(b *testing.B) {
 	for _, n := range []int{256, 1024} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
