@@ -122,9 +122,6 @@ func New(c *collective.Comm, cfg Config) *Engine {
 	close(e.idle)
 	e.realClock = realClock
 	e.initLoop()
-	if !cfg.noEarly {
-		e.neg.earlyMax = c.InlineBytes()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx, e.cancel = ctx, cancel
 	e.deadline = opDeadline{limit: cfg.OpTimeout}

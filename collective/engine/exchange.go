@@ -147,7 +147,7 @@ func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) erro
 	if e.realClock { // start is the real time: the hops need not read it again
 		o.Start = start
 	}
-	o.Tail, o.Data, o.DataIf, o.Reduce = e.neg.earlyReduce()
+	o.Tail, o.Data, o.DataIf, o.Reduce = p.rider.tail, p.rider.data, p.rider.flag, p.rider.reduce
 	if w != nil {
 		o.Progress = &w.step
 	}
