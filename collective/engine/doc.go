@@ -52,7 +52,7 @@
 // (Stats.Early); otherwise the data are dropped and it fires as usual.
 // With two ranks the data travel after the vector instead, from the
 // operation's own buffer, and are reduced there once both ranks said yes
-// (collective.AgreeOptions.Data): no copies in and out. A
+// (collective.AgreeRider.Apart): no copies in and out. A
 // caller that waits without a deadline runs the cycles itself (see
 // Handle.Drive), so a small blocking all-reduce costs one exchange and no
 // goroutine hand-off.

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -32,7 +33,8 @@ import (
 //	                              bytes; e: its size)
 //
 // or, apart, earlyOK alone, with the data sent after the vector; what the
-// exchange must do with them (exchangeRider); and the task it completes.
+// exchange must do with the data (collective.AgreeRider); and the task it
+// completes.
 
 // earlyPlan is the early all-reduce a cycle carries.
 type earlyPlan struct {
@@ -143,33 +145,21 @@ func (x *earlyAllreduce) padding(size int) []byte {
 	return x.pad[:size]
 }
 
-// exchangeRider is what the exchange must do with the data that ride with
-// the control vector (see collective.AgreeOptions): reduce them with
-// reduce (nil: there are none), from tail on in the vector, or, when data
-// is set, in data, sent after the vector, once the vector's byte at flag
-// reads 1 after the Min.
-type exchangeRider struct {
-	tail   int
-	data   []byte
-	flag   int
-	reduce kernels.ReduceFunc
-}
-
 // rider returns what the exchange must do with this cycle's early data:
 // nothing without an early all-reduce.
-func (x *earlyAllreduce) rider() exchangeRider {
+func (x *earlyAllreduce) rider() collective.AgreeRider {
 	r := x.on
 	if r == nil {
-		return exchangeRider{}
+		return collective.AgreeRider{}
 	}
 	red, err := kernels.Lookup(r.req.DType, r.req.ReduceOp)
 	if err != nil {
-		return exchangeRider{}
+		return collective.AgreeRider{}
 	}
 	if x.apart {
-		return exchangeRider{data: x.send, flag: x.ok, reduce: red}
+		return collective.AgreeRider{Reduce: red, Apart: x.send, If: x.ok}
 	}
-	return exchangeRider{tail: x.data, reduce: red}
+	return collective.AgreeRider{Reduce: red, At: x.data}
 }
 
 // take, after the exchange v, turns an early all-reduce that every rank

@@ -143,11 +143,10 @@ func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) erro
 	limit, _ := answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
 	w := e.publishWait(start)
 	defer e.ended(w)
-	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
+	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit, Rider: p.rider}
 	if e.realClock { // start is the real time: the hops need not read it again
 		o.Start = start
 	}
-	o.Tail, o.Data, o.DataIf, o.Reduce = p.rider.tail, p.rider.data, p.rider.flag, p.rider.reduce
 	if w != nil {
 		o.Progress = &w.step
 	}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/gorovod/gorovod/collective"
 )
 
 // proposal is what a rank contributes to a cycle: the control vector for
@@ -12,10 +14,10 @@ import (
 // sends uncached requests. All are views into the negotiator, valid until
 // the next begin.
 type proposal struct {
-	ctl     []byte        // the control vector, all-reduced in place
-	answers int           // the index in ctl of rank 0's answer code
-	rider   exchangeRider // what the exchange does with the early data
-	payload []byte        // this rank's uncached requests, serialized
+	ctl     []byte                // the control vector, all-reduced in place
+	answers int                   // the index in ctl of rank 0's answer code
+	rider   collective.AgreeRider // what the exchange does with the early data
+	payload []byte                // this rank's uncached requests, serialized
 }
 
 // begin starts a cycle at now: it ages the pending cache hits and builds
