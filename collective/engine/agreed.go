@@ -63,7 +63,7 @@ func (n *negotiator) verdict() agreement {
 	names, more := n.pendingNames(stallNames)
 	err := &NoAnswerError{Op: opNegotiation, Rank: n.rank, Silent: silent, Gone: gone, Limit: n.limit,
 		Pending: names, More: more, Err: sentinel}
-	note := &logNote{level: slog.LevelDebug, msg: "collective: negotiation: ranks did not answer", args: []any{"err", err}}
+	note := &logNote{level: slog.LevelDebug, msg: "engine: negotiation: ranks did not answer", args: []any{"err", err}}
 	return agreement{err: err, abort: true, note: note}
 }
 
@@ -76,7 +76,7 @@ func (n *negotiator) checkStop(now time.Time) agreement {
 		}
 		a := agreement{err: rep.err(&n.stall)}
 		if n.rank == 0 {
-			a.note = &logNote{level: slog.LevelError, msg: "collective: stalled tensors: shutting down", args: []any{"err", a.err}}
+			a.note = &logNote{level: slog.LevelError, msg: "engine: stalled tensors: shutting down", args: []any{"err", a.err}}
 		}
 		return a
 	}
@@ -87,7 +87,7 @@ func (n *negotiator) checkStop(now time.Time) agreement {
 		}
 	}
 	if len(down) > 0 {
-		return agreement{err: fmt.Errorf("collective: rank %v shut down while tensors were in flight: %w", down, ErrShutdown)}
+		return agreement{err: fmt.Errorf("engine: rank %v shut down while tensors were in flight: %w", down, ErrShutdown)}
 	}
 	return agreement{}
 }
@@ -126,13 +126,13 @@ func (n *negotiator) gathered(buf []byte) error {
 			continue
 		}
 		if size > len(buf) {
-			return fmt.Errorf("collective: negotiation on rank %d: requests from rank %d: %w: %d bytes gathered, %d announced",
+			return fmt.Errorf("engine: negotiation on rank %d: requests from rank %d: %w: %d bytes gathered, %d announced",
 				n.rank, r, collective.ErrProtocol, len(buf), size)
 		}
 		reqs, err := decodeRequests(buf[:size])
 		buf = buf[size:]
 		if err != nil {
-			return fmt.Errorf("collective: negotiation on rank %d: requests from rank %d: %w", n.rank, r, err)
+			return fmt.Errorf("engine: negotiation on rank %d: requests from rank %d: %w", n.rank, r, err)
 		}
 		for _, w := range reqs {
 			n.table.add(r, w.Request, n.start.Add(-w.Age))

@@ -214,7 +214,7 @@ func (e *Engine) stopWith(err error) {
 		jw.finish(-1, err)
 	}
 	if !errors.Is(err, ErrShutdown) || len(pending)+len(q) > 0 {
-		e.log.Debug("collective: engine stopped", "cause", err)
+		e.log.Debug("engine: engine stopped", "cause", err)
 	}
 }
 

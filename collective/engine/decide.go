@@ -129,7 +129,7 @@ func joinedError(r *response, joined []bool) error {
 	if r.req.Kind == KindAllreduce {
 		what = op.String() + " " + what
 	}
-	return fmt.Errorf("collective: tensor %q: %s while ranks %v have joined: only sum and average all-reduces take joined ranks: %w",
+	return fmt.Errorf("engine: tensor %q: %s while ranks %v have joined: only sum and average all-reduces take joined ranks: %w",
 		r.name, what, ranks, ErrJoined)
 }
 
@@ -163,7 +163,7 @@ func failTogether(members []*task) {
 		}
 		for _, t := range members {
 			if t.err == nil {
-				t.err = fmt.Errorf("collective: tensor %q: grouped with %q, which failed: %w", t.resp.name, bad.resp.name, bad.err)
+				t.err = fmt.Errorf("engine: tensor %q: grouped with %q, which failed: %w", t.resp.name, bad.resp.name, bad.err)
 			}
 		}
 		return

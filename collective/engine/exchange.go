@@ -35,11 +35,11 @@ type NoAnswerError struct {
 }
 
 // Error says which ranks did not answer, within what limit, and what waits
-// here: "collective: negotiation on rank 0: no answer from rank 1 within
+// here: "engine: negotiation on rank 0: no answer from rank 1 within
 // 2s; pending here: [grad/w]: collective: timeout".
 func (e *NoAnswerError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "collective: %s on rank %d: ", e.Op, e.Rank)
+	fmt.Fprintf(&b, "engine: %s on rank %d: ", e.Op, e.Rank)
 	if len(e.Silent) > 0 {
 		fmt.Fprintf(&b, "no answer from %s within %v", rankList(e.Silent), e.Limit)
 		if len(e.Gone) > 0 {
