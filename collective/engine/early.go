@@ -33,8 +33,8 @@ import (
 //	                              bytes; e: its size)
 //
 // or, apart, earlyOK alone, with the data sent after the vector; what the
-// exchange must do with the data (collective.AgreeRider); and the task it
-// completes.
+// exchange must do with the data (a collective.AgreeRider); and the task
+// it completes.
 
 // earlyPlan is the early all-reduce a cycle carries.
 type earlyPlan struct {
@@ -46,10 +46,10 @@ type earlyPlan struct {
 var noEarly = earlyPlan{slot: -1}
 
 // earlyAllreduce is one rank's early all-reduce: the one the next cycle
-// carries, this cycle's section of the control vector, and the task the
-// exchange completed. The negotiator holds one; every cycle it calls, in
-// this order, attach (from begin), fill, rider (for the Engine's exchange),
-// take (from exchanged) and planNext (from decide).
+// carries, this cycle's section of the control vector and what the
+// exchange must do with its data, and the task the exchange completed.
+// The negotiator holds one; every cycle it calls attachEarly (from
+// begin), takeEarly (from exchanged) and planNext (from decide).
 type earlyAllreduce struct {
 	max  int       // the largest control vector with one, in bytes; 0 turns it off
 	next earlyPlan // the one the next cycle carries
@@ -59,11 +59,11 @@ type earlyAllreduce struct {
 	// apart: this cycle's data travel after the vector, not in it: in a
 	// job of two ranks without a prescale, a rank sends the operation's
 	// own buffer, which the exchange reduces in place once both ranks'
-	// earlyOK is in, saving the copies into and out of the vector. send is
-	// what this rank sends: that buffer, or pad when it does not have the
-	// operation pending.
+	// earlyOK is in, saving the copies into and out of the vector. The
+	// rider's Apart is what this rank sends: that buffer, or pad when it
+	// does not have the operation pending.
 	apart bool
-	send  []byte
+	rider collective.AgreeRider // what the exchange does with the data
 	pad   []byte
 	t     task  // done's storage, reused every cycle
 	done  *task // this cycle's, completed by the exchange, or nil
@@ -75,65 +75,61 @@ func newEarly(max int) earlyAllreduce {
 	return earlyAllreduce{max: max, next: noEarly}
 }
 
-// attach decides whether this cycle carries the planned early all-reduce
-// and, if so, adds its section to v, whose other sections are set. The
-// whole vector must stay within what the Comm sends before it receives
-// (max, InlineBytes), as a small Allreduce does. An empty tensor has
-// nothing to carry: the vector gets no early section (no earlyOK byte),
-// so neither may on be set.
-func (x *earlyAllreduce) attach(v *controlVector, cache *responseCache) {
+// attachEarly decides whether this cycle carries the planned early
+// all-reduce and, if so, adds its section to the control vector, whose
+// other sections are set, writes this rank's part (its data, prescaled,
+// and earlyOK, when it has the operation pending and has not joined) and
+// sets the rider. It returns the rider, or nil. The whole vector must stay
+// within what the Comm sends before it receives (max, InlineBytes), as a
+// small Allreduce does. An empty tensor has nothing to carry: the vector
+// gets no early section (no earlyOK byte), so neither may on be set.
+func (n *negotiator) attachEarly() *collective.AgreeRider {
+	x, v := &n.early, &n.ctl
 	x.on, x.apart, x.done = nil, false, nil
 	if x.max <= 0 || x.next.slot < 0 {
-		return
+		return nil
 	}
-	ce := cache.at(x.next.slot)
+	ce := n.cache.at(x.next.slot)
 	if ce == nil || ce.resp.name != x.next.name {
 		x.next = noEarly
-		return
+		return nil
 	}
-	b := ce.resp.req.Bytes()
+	r := ce.resp
+	b := r.req.Bytes()
 	if b == 0 || len(v.b)+8+b > x.max {
-		return
+		return nil
 	}
-	x.on = ce.resp
-	pre, _ := ce.resp.req.factors(v.size)
+	red, err := kernels.Lookup(r.req.DType, r.req.ReduceOp)
+	if err != nil {
+		return nil // not a reduction it can run: the usual path reports it
+	}
+	x.on = r
+	pre, _ := r.req.factors(v.size)
 	x.apart = v.size == 2 && pre == 1
 	x.ok = v.extend(1)
 	v.b[x.ok] = 0
+	en := n.hits.get(x.next.slot)
+	mine := en != nil && !n.joined
 	if x.apart {
-		return
+		x.rider = collective.AgreeRider{Reduce: red, Apart: x.padding(b), If: x.ok}
+		if mine {
+			x.rider.Apart = en.data
+			v.b[x.ok] = 1
+		}
+		return &x.rider
 	}
 	pad := (x.ok+1+7)&^7 - (x.ok + 1)
 	clear(v.b[v.extend(pad):])
 	x.data = v.extend(b) // written by whoever has it, ignored unless all do
-}
-
-// fill writes this rank's data of the early all-reduce, prescaled, and
-// earlyOK, when it has the operation pending (en, or nil) and has not
-// joined.
-func (x *earlyAllreduce) fill(v *controlVector, en *entry, joined bool) {
-	r := x.on
-	if r == nil {
-		return
-	}
-	if x.apart {
-		x.send = x.padding(r.req.Bytes())
-		if en != nil && !joined {
-			x.send = en.data
+	x.rider = collective.AgreeRider{Reduce: red, At: x.data}
+	if mine {
+		data := v.b[x.data:]
+		copy(data, en.data)
+		if kernels.Scale(r.req.DType, data, pre) == nil { // else the usual path reports it
 			v.b[x.ok] = 1
 		}
-		return
 	}
-	if en == nil || joined {
-		return
-	}
-	data := v.b[x.data:]
-	copy(data, en.data)
-	pre, _ := r.req.factors(v.size)
-	if err := kernels.Scale(r.req.DType, data, pre); err != nil {
-		return // not a type it can scale: the usual path reports it
-	}
-	v.b[x.ok] = 1
+	return &x.rider
 }
 
 // padding returns size bytes for a rank without the early all-reduce to
@@ -145,40 +141,33 @@ func (x *earlyAllreduce) padding(size int) []byte {
 	return x.pad[:size]
 }
 
-// rider returns what the exchange must do with this cycle's early data:
-// nothing without an early all-reduce.
-func (x *earlyAllreduce) rider() collective.AgreeRider {
-	r := x.on
-	if r == nil {
-		return collective.AgreeRider{}
-	}
-	red, err := kernels.Lookup(r.req.DType, r.req.ReduceOp)
-	if err != nil {
-		return collective.AgreeRider{}
-	}
-	if x.apart {
-		return collective.AgreeRider{Reduce: red, Apart: x.send, If: x.ok}
-	}
-	return collective.AgreeRider{Reduce: red, At: x.data}
-}
-
-// take, after the exchange v, turns an early all-reduce that every rank
-// had pending (en is this rank's hit on its slot) into this cycle's task,
-// completed at now: its data copied out of the vector (apart, the
-// exchange reduced them where they lie) and postscaled. It returns the
+// takeEarly, after the exchange, turns an early all-reduce that every
+// rank had pending into this cycle's task, completed at now: its data
+// copied out of the vector (apart, the exchange reduced them where they
+// lie) and postscaled; it takes the operation out of the pending requests
+// and hits as a fired slot is (fire then skips its slot). It returns the
 // task, or nil.
-func (x *earlyAllreduce) take(v *controlVector, en *entry, now time.Time) *task {
-	x.done, x.send = nil, nil
-	if x.on == nil || v.b[x.ok] != 1 || en == nil { // every rank said pending, this one too: en is set
+func (n *negotiator) takeEarly(now time.Time) *task {
+	x := &n.early
+	x.done, x.rider.Apart = nil, nil // hold on to no buffer of the caller's
+	if x.on == nil || n.ctl.b[x.ok] != 1 {
 		return nil
 	}
-	x.t = task{resp: x.on, en: en, slot: x.next.slot, ready: now} // one a cycle: the cycle is done with the last one
+	slot := x.next.slot
+	en := n.hits.get(slot)
+	if en == nil { // every rank said pending, this one too: cannot happen
+		return nil
+	}
+	n.cache.touch(slot)
+	n.hits.del(slot)
+	delete(n.pending, en.req.Name)
+	x.t = task{resp: x.on, en: en, slot: slot, ready: now} // one a cycle: the cycle is done with the last one
 	t := &x.t
 	if !x.apart {
-		copy(en.data, v.b[x.data:])
+		copy(en.data, n.ctl.b[x.data:])
 	}
 	req := &t.resp.req
-	_, post := req.factors(v.size)
+	_, post := req.factors(n.size)
 	if err := kernels.Scale(req.DType, en.data, post); err != nil {
 		t.err = err
 	} else {
@@ -191,28 +180,6 @@ func (x *earlyAllreduce) take(v *controlVector, en *entry, now time.Time) *task 
 // skips reports whether the cache slot's bit is this cycle's early
 // all-reduce, which fire must then skip.
 func (x *earlyAllreduce) skips(slot int) bool { return x.done != nil && x.done.slot == slot }
-
-// attachEarly adds this cycle's early all-reduce, if any, to the control
-// vector and writes this rank's part of it.
-func (n *negotiator) attachEarly() {
-	n.early.attach(&n.ctl, n.cache)
-	n.early.fill(&n.ctl, n.hits.get(n.early.next.slot), n.joined)
-}
-
-// takeEarly, after the exchange, turns an early all-reduce that every rank
-// had pending into this cycle's early task (see earlyAllreduce.take),
-// taking it out of the pending requests and hits as a fired slot is. fire
-// then skips its slot.
-func (n *negotiator) takeEarly(now time.Time) *task {
-	slot := n.early.next.slot
-	t := n.early.take(&n.ctl, n.hits.get(slot), now)
-	if t != nil {
-		n.cache.touch(slot)
-		n.hits.del(slot)
-		delete(n.pending, t.en.req.Name)
-	}
-	return t
-}
 
 // planNext chooses the next cycle's early all-reduce from this cycle's
 // operations: the only one, if it was a small, ungrouped, successful

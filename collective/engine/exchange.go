@@ -143,7 +143,10 @@ func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) erro
 	limit, _ := answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
 	w := e.publishWait(start)
 	defer e.ended(w)
-	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit, Rider: p.rider}
+	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
+	if p.rider != nil {
+		o.Rider = *p.rider
+	}
 	if e.realClock { // start is the real time: the hops need not read it again
 		o.Start = start
 	}

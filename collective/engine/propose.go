@@ -14,10 +14,10 @@ import (
 // sends uncached requests. All are views into the negotiator, valid until
 // the next begin.
 type proposal struct {
-	ctl     []byte                // the control vector, all-reduced in place
-	answers int                   // the index in ctl of rank 0's answer code
-	rider   collective.AgreeRider // what the exchange does with the early data
-	payload []byte                // this rank's uncached requests, serialized
+	ctl     []byte                 // the control vector, all-reduced in place
+	answers int                    // the index in ctl of rank 0's answer code
+	rider   *collective.AgreeRider // what the exchange does with the early data, or nil
+	payload []byte                 // this rank's uncached requests, serialized
 }
 
 // begin starts a cycle at now: it ages the pending cache hits and builds
@@ -41,8 +41,8 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	v.setShutdown(stopping)
 	v.setPayload(len(n.send))
 	n.setBits()
-	n.attachEarly()
-	return proposal{ctl: v.b, answers: v.answerAt(0), rider: n.early.rider(), payload: n.send}, nil
+	rider := n.attachEarly()
+	return proposal{ctl: v.b, answers: v.answerAt(0), rider: rider, payload: n.send}, nil
 }
 
 // ageHits counts a cycle and sends uncached instead the pending hits that

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -402,7 +403,7 @@ func (j *trJob) cycle(stopping []int, out *strings.Builder) error {
 		}
 		props[r] = p
 		fmt.Fprintf(out, "rank %d proposes %s", r, j.sections(n, p.ctl))
-		if p.rider.Apart != nil {
+		if p.rider != nil && p.rider.Apart != nil {
 			fmt.Fprintf(out, " + %d bytes apart", len(p.rider.Apart))
 		}
 		fmt.Fprintf(out, "; %d bytes of requests\n", len(p.payload))
@@ -439,7 +440,10 @@ func agreeAll(props []proposal) ([]byte, error) {
 			return nil, fmt.Errorf("rank %d: control vector of %d bytes, rank 0's has %d", r, len(p.ctl), len(v))
 		}
 	}
-	rd := props[0].rider
+	var rd collective.AgreeRider
+	if props[0].rider != nil {
+		rd = *props[0].rider
+	}
 	tail := len(v)
 	if rd.Reduce != nil && rd.Apart == nil {
 		tail = rd.At
@@ -452,7 +456,7 @@ func agreeAll(props []proposal) ([]byte, error) {
 			rd.Reduce(v[tail:], p.ctl[tail:])
 		}
 	}
-	if rd.Reduce != nil && rd.Apart != nil && v[rd.If] == 1 {
+	if rd.Reduce != nil && rd.Apart != nil && v[rd.If] == 1 { // every rank has a rider then
 		sum := slices.Clone(props[0].rider.Apart)
 		for _, p := range props[1:] {
 			rd.Reduce(sum, p.rider.Apart)
