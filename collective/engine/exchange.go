@@ -138,7 +138,8 @@ func (e *Engine) ended(w *exchangeWait) {
 // hop limit (see answerLimit), or whose link breaks, is marked in the
 // vector's answer section instead of hanging the others, and every rank
 // that takes part ends with the marks that say why (the negotiator's
-// verdict, which fails the engine and the Comm).
+// verdict, which fails the engine and the Comm). The data of an early
+// all-reduce ride with it as the proposal says (AgreeOptions.Rider).
 func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) error {
 	limit, _ := answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
 	w := e.publishWait(start)
