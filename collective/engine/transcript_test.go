@@ -38,9 +38,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of the n
 //	                  data is r+1 (a float or an integer of the dtype)
 //	join ranks=R,..   those ranks join
 //	advance D         the clock moves on by D
-//	cycle [stopping=R,..]
+//	cycle [stopping=R,..] [silent=R,..]
 //	                  one cycle on every rank, the exchange and the gather
-//	                  done by the test as the collectives would do them
+//	                  done by the test as the collectives would do them;
+//	                  silent ranks take no part, and the others' exchange
+//	                  marks them so (collective.AnswerSilent)
 //
 // A cycle prints what each rank proposes (its control vector in hex, split
 // into its sections: header, not joined, not shutting down, payload
@@ -250,7 +252,11 @@ func run(jp **trJob, line string, out *strings.Builder) error {
 		if err != nil {
 			return err
 		}
-		return j.cycle(stopping, out)
+		silent, err := a.ranks("silent", len(j.ns))
+		if err != nil {
+			return err
+		}
+		return j.cycle(stopping, silent, out)
 	}
 	return fmt.Errorf("unknown command %q", fields[0])
 }
@@ -390,18 +396,22 @@ func values(dt kernels.DType, b []byte) string {
 // control vectors with the early data reduced by their own op, as
 // Comm.Agree does; exchanged; the all-gather; decide; and inspect where
 // the decision asks, as the Engine does.
-func (j *trJob) cycle(stopping []int, out *strings.Builder) error {
+func (j *trJob) cycle(stopping, silent []int, out *strings.Builder) error {
 	if j.stopped {
 		return fmt.Errorf("a rank has stopped: start a new job")
 	}
-	size := len(j.ns)
-	props := make([]proposal, size)
+	var props []proposal
+	var ns []*negotiator
 	for r, n := range j.ns {
+		if slices.Contains(silent, r) {
+			fmt.Fprintf(out, "rank %d is silent\n", r)
+			continue
+		}
 		p, err := n.begin(j.now, slices.Contains(stopping, r))
 		if err != nil {
 			return fmt.Errorf("rank %d: begin: %v", r, err)
 		}
-		props[r] = p
+		props, ns = append(props, p), append(ns, n)
 		fmt.Fprintf(out, "rank %d proposes %s", r, j.sections(n, p.ctl))
 		if p.rider != nil && p.rider.Apart != nil {
 			fmt.Fprintf(out, " + %d bytes apart", len(p.rider.Apart))
@@ -412,13 +422,20 @@ func (j *trJob) cycle(stopping []int, out *strings.Builder) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "agreed %s\n", j.sections(j.ns[0], agreed))
+	for _, r := range silent {
+		agreed[props[0].answers+r] = collective.AnswerSilent
+	}
+	fmt.Fprintf(out, "agreed %s\n", j.sections(ns[0], agreed))
 	var gathered []byte
 	for _, p := range props {
 		gathered = append(gathered, p.payload...)
 	}
-	blocks := make([]string, size)
+	blocks := make([]string, len(j.ns))
 	for r, n := range j.ns {
+		if slices.Contains(silent, r) {
+			blocks[r] = "silent\n"
+			continue
+		}
 		blocks[r], err = j.follow(n, agreed, gathered)
 		if err != nil {
 			return fmt.Errorf("rank %d: %v", r, err)
