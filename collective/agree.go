@@ -33,25 +33,34 @@ type AgreeOptions struct {
 	// Progress, if set, receives the index of each step as it starts, so
 	// a watchdog can ask AgreeWaitsFor which ranks the exchange waits for.
 	Progress *atomic.Int32
-	// Tail, when Reduce is set, is the offset from which the vector is
-	// reduced with Reduce instead of Min: data that travels with the
-	// agreement (the engine's early all-reduce), reduced by recursive
-	// doubling as an Allreduce of up to Options.InlineBytes reduces it,
-	// bit for bit. It must not overlap the answer section. A rank marked
-	// silent or gone leaves its part out, as for the rest of the vector.
-	Tail   int
+	// Rider, when its Reduce is set, is data that travel with the
+	// agreement and are reduced with Reduce instead of Min (the engine's
+	// early all-reduce).
+	Rider AgreeRider
+}
+
+// AgreeRider is data that ride with an Agree's vector, reduced by
+// recursive doubling as an Allreduce of up to Options.InlineBytes reduces
+// them, bit for bit, with a function of their own. A rank marked silent or
+// gone leaves its part out, as for the rest of the vector.
+type AgreeRider struct {
+	// Reduce reduces the data; nil: there are none.
 	Reduce kernels.ReduceFunc
-	// Data, when Reduce is set, carries such data in a buffer of its own
-	// instead of v's tail (Tail is then ignored and all of v is reduced
-	// with Min): the message is v followed by Data, gathered by the link
-	// where it can, so the data need not be copied in and out of v. Data
-	// is reduced in place only if v's byte at DataIf reads 1 after the
-	// Min, which every rank sees alike; otherwise it is left as it was.
-	// Reducing in place is safe only once every rank's say is known, that
-	// is after the last step, so Data needs an exchange of one step: a
-	// job of two ranks.
-	Data   []byte
-	DataIf int
+	// At is the offset in the vector from which it is reduced with Reduce
+	// instead of Min: the data lie in the vector's tail. It must not
+	// overlap the answer section.
+	At int
+	// Apart, when set, carries the data in a buffer of their own instead
+	// of the vector's tail (At is then ignored and all of the vector is
+	// reduced with Min): the message is the vector followed by Apart,
+	// gathered by the link where it can, so the data need not be copied in
+	// and out of the vector. Apart is reduced in place only if the
+	// vector's byte at If reads 1 after the Min, which every rank sees
+	// alike; otherwise it is left as it was. Reducing in place is safe
+	// only once every rank's say is known, that is after the last step, so
+	// Apart needs an exchange of one step: a job of two ranks.
+	Apart []byte
+	If    int
 }
 
 // Agree all-reduces v (uint8) with an element-wise Min by recursive
@@ -80,16 +89,8 @@ func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
 	}
 	x := agreeRun{c: c, op: op, seq: seq, p: a.p, v: v, answers: o.Answers, tail: len(v)}
 	x.min, _ = kernels.Lookup(kernels.U8, kernels.Min)
-	switch {
-	case o.Data != nil && (o.Reduce == nil || c.Size() != 2 || o.DataIf < 0 || o.DataIf >= len(v)):
-		return c.invalid(op, seq, "separate data need a reduction, a job of two ranks and a flag within the vector of %d bytes (ranks %d, flag at %d)", len(v), c.Size(), o.DataIf)
-	case o.Data != nil:
-		x.data, x.dataIf, x.reduce = o.Data, o.DataIf, o.Reduce
-	case o.Reduce != nil:
-		if o.Tail < o.Answers+c.Size() || o.Tail > len(v) {
-			return c.invalid(op, seq, "tail at %d overlaps the answer section [%d, %d) or lies outside a vector of %d bytes", o.Tail, o.Answers, o.Answers+c.Size(), len(v))
-		}
-		x.tail, x.reduce = o.Tail, o.Reduce
+	if err := x.carry(o.Rider, len(v), o.Answers); err != nil {
+		return err
 	}
 	x.scratch = c.scratchBuffers(1, len(v)+len(x.data))[0]
 	start := o.Start
@@ -106,6 +107,24 @@ func (c *Comm) Agree(ctx context.Context, v []byte, o AgreeOptions) error {
 			c.fail(err)
 			return c.Err()
 		}
+	}
+	return nil
+}
+
+// carry sets up the run to carry r, checked against a vector of n bytes
+// with its answer section at answers.
+func (x *agreeRun) carry(r AgreeRider, n, answers int) error {
+	c, size := x.c, x.c.Size()
+	switch {
+	case r.Apart != nil && (r.Reduce == nil || size != 2 || r.If < 0 || r.If >= n):
+		return c.invalid(x.op, x.seq, "separate data need a reduction, a job of two ranks and a flag within the vector of %d bytes (ranks %d, flag at %d)", n, size, r.If)
+	case r.Apart != nil:
+		x.data, x.dataIf, x.reduce = r.Apart, r.If, r.Reduce
+	case r.Reduce != nil:
+		if r.At < answers+size || r.At > n {
+			return c.invalid(x.op, x.seq, "tail at %d overlaps the answer section [%d, %d) or lies outside a vector of %d bytes", r.At, answers, answers+size, n)
+		}
+		x.tail, x.reduce = r.At, r.Reduce
 	}
 	return nil
 }
@@ -203,9 +222,9 @@ type agreeRun struct {
 	scratch []byte
 	min     kernels.ReduceFunc // element-wise Min of uint8, before tail
 	tail    int                // where reduce takes over (len(v) without one)
-	reduce  kernels.ReduceFunc // AgreeOptions.Reduce, or nil
-	data    []byte             // AgreeOptions.Data, sent after v, or nil
-	dataIf  int                // AgreeOptions.DataIf
+	reduce  kernels.ReduceFunc // AgreeRider.Reduce, or nil
+	data    []byte             // AgreeRider.Apart, sent after v, or nil
+	dataIf  int                // AgreeRider.If
 }
 
 func (x *agreeRun) answered(r int) bool { return x.v[x.answers+r] == AnswerOK }

@@ -13,7 +13,7 @@ import (
 	"github.com/gorovod/gorovod/kernels"
 )
 
-// TestAgreeData: data that travel after the vector (AgreeOptions.Data),
+// TestAgreeData: data that travel after the vector (AgreeRider.Apart),
 // in a job of two ranks, are reduced in place, bit for bit as Allreduce
 // reduces them, when both ranks' flags read 1, and left exactly as they
 // were when either rank's flag is 0; the vector is Min-reduced either way.
@@ -50,7 +50,7 @@ func TestAgreeData(t *testing.T) {
 				}
 				ctx := context.Background()
 				meshtest.MustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
-					return c.Agree(ctx, vs[r], collective.AgreeOptions{Answers: answers, Reduce: sum, Data: data[r], DataIf: flag})
+					return c.Agree(ctx, vs[r], collective.AgreeOptions{Answers: answers, Rider: collective.AgreeRider{Reduce: sum, Apart: data[r], If: flag}})
 				}))
 				meshtest.MustAll(t, onAll(t, cs, 30*time.Second, func(r int, c *collective.Comm) error {
 					return c.Allreduce(ctx, kernels.F64, whole[r], kernels.Sum, collective.ReduceOptions{})
@@ -93,7 +93,7 @@ func TestAgreeDataNeedsTwoRanks(t *testing.T) {
 				for i := range c.n {
 					v[4+i] = collective.AnswerOK
 				}
-				return cm.Agree(context.Background(), v, collective.AgreeOptions{Answers: 4, Reduce: c.reduce, Data: make([]byte, 8), DataIf: c.flag})
+				return cm.Agree(context.Background(), v, collective.AgreeOptions{Answers: 4, Rider: collective.AgreeRider{Reduce: c.reduce, Apart: make([]byte, 8), If: c.flag}})
 			})
 			for r, err := range errs {
 				if !errors.Is(err, collective.ErrInvalid) {

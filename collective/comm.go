@@ -86,7 +86,7 @@ type Comm struct {
 	seq     uint64
 	plans   map[planKey]*plan
 	scratch [][]byte
-	// An Agree's message of vector and separate data (AgreeOptions.Data):
+	// An Agree's message of vector and separate data (AgreeRider.Apart):
 	// its parts for a Vectored link, or gathered for another.
 	agreeParts  [][]byte
 	agreeGather []byte

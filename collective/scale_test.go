@@ -299,7 +299,7 @@ func scaleAgree(t *testing.T, cs []*collective.Comm) {
 		}
 		vs[r] = v
 	}
-	opts := collective.AgreeOptions{Op: "scale-agree", Answers: answers, Limit: time.Minute, Tail: tail, Reduce: sum}
+	opts := collective.AgreeOptions{Op: "scale-agree", Answers: answers, Limit: time.Minute, Rider: collective.AgreeRider{Reduce: sum, At: tail}}
 	scaleOnAll(t, cs, "agree", func(r int, c *collective.Comm) error {
 		return c.Agree(context.Background(), vs[r], opts)
 	})

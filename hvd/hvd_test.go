@@ -284,7 +284,7 @@ func TestMismatchOnEveryRank(t *testing.T) {
 			shape = []int{4, 3}
 		}
 		err := rt.Allreduce(context.Background(), hvd.NewTensor("w1", make([]float32, 12), shape...), kernels.Sum, hvd.ReduceOptions{})
-		want := `hvd: allreduce "w1" on rank ` + fmt.Sprint(r) + `: collective: tensor "w1": shape mismatch: rank 0 has [3 4], rank 2 has [4 3]`
+		want := `hvd: allreduce "w1" on rank ` + fmt.Sprint(r) + `: engine: tensor "w1": shape mismatch: rank 0 has [3 4], rank 2 has [4 3]`
 		if err == nil || err.Error() != want {
 			return fmt.Errorf("got %v\nwant %s", err, want)
 		}

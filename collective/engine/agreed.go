@@ -14,6 +14,9 @@ type agreement struct {
 	err   error    // non-nil: stop with err
 	abort bool     // fail the Comm with err too: some ranks did not answer
 	note  *logNote // to log, or nil
+	// early is the early all-reduce that the exchange completed, to
+	// finish (see earlyAllreduce.take), or nil.
+	early *task
 	// gather holds the bytes each rank sends in the all-gather of uncached
 	// requests, in rank order (valid until the next begin); nil when no
 	// rank sends any.
@@ -24,7 +27,7 @@ type agreement struct {
 // rank's proposal returned (it may be this rank's proposal.ctl itself) and
 // reads it at now: the verdict on ranks that did not answer, a stall abort
 // or a shutdown that some rank announced, the cache slots that fired and
-// whether to gather.
+// whether to gather, and the early all-reduce it completed.
 func (n *negotiator) exchanged(ctl []byte, now time.Time) agreement {
 	copy(n.ctl.b, ctl)
 	if a := n.verdict(); a.err != nil {
@@ -35,13 +38,13 @@ func (n *negotiator) exchanged(ctl []byte, now time.Time) agreement {
 	}
 	n.readTuning(n.ctl.tuning())
 	n.ranksJoined = n.ctl.joined()
-	n.takeEarly()
+	early := n.takeEarly(now)
 	n.fired = n.fire(n.ranksJoined)
 	if n.ctl.flag(ctlNoUncached) {
-		return agreement{}
+		return agreement{early: early}
 	}
 	n.sizes = n.ctl.appendPayloads(n.sizes)
-	return agreement{gather: n.sizes}
+	return agreement{early: early, gather: n.sizes}
 }
 
 // verdict reads the answer section of the exchanged vector. If some rank
@@ -60,7 +63,7 @@ func (n *negotiator) verdict() agreement {
 	names, more := n.pendingNames(stallNames)
 	err := &NoAnswerError{Op: opNegotiation, Rank: n.rank, Silent: silent, Gone: gone, Limit: n.limit,
 		Pending: names, More: more, Err: sentinel}
-	note := &logNote{level: slog.LevelDebug, msg: "collective: negotiation: ranks did not answer", args: []any{"err", err}}
+	note := &logNote{level: slog.LevelDebug, msg: "engine: negotiation: ranks did not answer", args: []any{"err", err}}
 	return agreement{err: err, abort: true, note: note}
 }
 
@@ -73,7 +76,7 @@ func (n *negotiator) checkStop(now time.Time) agreement {
 		}
 		a := agreement{err: rep.err(&n.stall)}
 		if n.rank == 0 {
-			a.note = &logNote{level: slog.LevelError, msg: "collective: stalled tensors: shutting down", args: []any{"err", a.err}}
+			a.note = &logNote{level: slog.LevelError, msg: "engine: stalled tensors: shutting down", args: []any{"err", a.err}}
 		}
 		return a
 	}
@@ -84,7 +87,7 @@ func (n *negotiator) checkStop(now time.Time) agreement {
 		}
 	}
 	if len(down) > 0 {
-		return agreement{err: fmt.Errorf("collective: rank %v shut down while tensors were in flight: %w", down, ErrShutdown)}
+		return agreement{err: fmt.Errorf("engine: rank %v shut down while tensors were in flight: %w", down, ErrShutdown)}
 	}
 	return agreement{}
 }
@@ -98,7 +101,7 @@ func (n *negotiator) fire(joined []bool) []*task {
 	var out []*task
 	for slot, bit := range n.ctl.bits() {
 		ce := n.cache.at(slot)
-		if bit == 0 || ce == nil || n.early != nil && slot == n.early.slot {
+		if bit == 0 || ce == nil || n.early.skips(slot) {
 			continue
 		}
 		n.cache.touch(slot)
@@ -123,13 +126,13 @@ func (n *negotiator) gathered(buf []byte) error {
 			continue
 		}
 		if size > len(buf) {
-			return fmt.Errorf("collective: negotiation on rank %d: requests from rank %d: %w: %d bytes gathered, %d announced",
+			return fmt.Errorf("engine: negotiation on rank %d: requests from rank %d: %w: %d bytes gathered, %d announced",
 				n.rank, r, collective.ErrProtocol, len(buf), size)
 		}
 		reqs, err := decodeRequests(buf[:size])
 		buf = buf[size:]
 		if err != nil {
-			return fmt.Errorf("collective: negotiation on rank %d: requests from rank %d: %w", n.rank, r, err)
+			return fmt.Errorf("engine: negotiation on rank %d: requests from rank %d: %w", n.rank, r, err)
 		}
 		for _, w := range reqs {
 			n.table.add(r, w.Request, n.start.Add(-w.Age))

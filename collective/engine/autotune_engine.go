@@ -21,7 +21,7 @@ func (e *Engine) initTuning() {
 	if e.cfg.AutotuneLog != nil {
 		e.tuneLog = newTuneLog(e.cfg.AutotuneLog)
 	}
-	e.log.Info("collective: autotune: starting from "+plan.base.String(),
+	e.log.Info("engine: autotune: starting from "+plan.base.String(),
 		"steps_per_trial", plan.steps, "hierarchical_tuned", plan.hiers != nil)
 }
 
@@ -50,7 +50,7 @@ func (e *Engine) retune(res tuneResult) {
 		e.tuneLog.chosen(*res.chosen)
 	}
 	if err := e.tuneLog.err; err != nil {
-		e.log.Warn("collective: autotune: writing the log", "err", err)
+		e.log.Warn("engine: autotune: writing the log", "err", err)
 		e.tuneLog = nil
 	}
 }
@@ -60,16 +60,16 @@ func (e *Engine) retune(res tuneResult) {
 func tuneNotes(res tuneResult, cycle uint64) []*logNote {
 	var out []*logNote
 	for _, tr := range res.trials {
-		out = append(out, &logNote{level: slog.LevelDebug, msg: "collective: autotune: trial",
+		out = append(out, &logNote{level: slog.LevelDebug, msg: "engine: autotune: trial",
 			args: []any{"trial", tr.index, "setting", tr.set.String(), "bytes", tr.bytes,
 				"seconds", tr.elapsed.Seconds(), "bytes_per_s", tr.score()}})
 	}
 	if res.apply != nil {
-		out = append(out, &logNote{level: slog.LevelDebug, msg: "collective: autotune: applying",
+		out = append(out, &logNote{level: slog.LevelDebug, msg: "engine: autotune: applying",
 			args: []any{"cycle", cycle, "setting", res.apply.String()}})
 	}
 	if c := res.chosen; c != nil {
-		out = append(out, &logNote{level: slog.LevelInfo, msg: "collective: autotune: chose " + c.set.String(),
+		out = append(out, &logNote{level: slog.LevelInfo, msg: "engine: autotune: chose " + c.set.String(),
 			args: []any{"trial", c.index, "bytes_per_s", c.score()}})
 	}
 	return out

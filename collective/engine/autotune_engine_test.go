@@ -31,7 +31,7 @@ func (r *tuneRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
 func (r *tuneRecorder) WithGroup(string) slog.Handler            { return r }
 
 func (r *tuneRecorder) Handle(_ context.Context, rec slog.Record) error {
-	if !strings.HasPrefix(rec.Message, "collective: autotune:") {
+	if !strings.HasPrefix(rec.Message, "engine: autotune:") {
 		return nil
 	}
 	var b strings.Builder
@@ -85,13 +85,13 @@ func TestEngineAutotuneLockstep(t *testing.T) {
 			wg.Wait()
 			meshtest.MustAll(t, errs)
 
-			applied := recs[0].matching("collective: autotune: applying")
+			applied := recs[0].matching("engine: autotune: applying")
 			for r, rec := range recs[1:] {
-				if got := rec.matching("collective: autotune: applying"); !slices.Equal(got, applied) {
+				if got := rec.matching("engine: autotune: applying"); !slices.Equal(got, applied) {
 					t.Fatalf("rank %d applied\n%s\nrank 0 applied\n%s", r+1, strings.Join(got, "\n"), strings.Join(applied, "\n"))
 				}
 			}
-			chose := recs[0].matching("collective: autotune: chose")
+			chose := recs[0].matching("engine: autotune: chose")
 			if len(chose) != 1 {
 				t.Fatalf("rank 0 logged %d choices, want 1; applied:\n%s", len(chose), strings.Join(applied, "\n"))
 			}
@@ -193,7 +193,7 @@ func checkTuneRows(t *testing.T, rows [][]string, applied []string, chose string
 	if n := len(applied); n > 0 {
 		_, inEffect, _ = strings.Cut(applied[n-1], "setting=")
 	}
-	chosen, _, _ := strings.Cut(strings.TrimPrefix(chose, "collective: autotune: chose "), " trial=")
+	chosen, _, _ := strings.Cut(strings.TrimPrefix(chose, "engine: autotune: chose "), " trial=")
 	if inEffect != chosen {
 		t.Errorf("in effect after tuning: %s; chosen: %s", inEffect, chosen)
 	}
@@ -234,7 +234,7 @@ func TestEngineAutotuneEarly(t *testing.T) {
 	if early == 0 {
 		t.Fatal("no all-reduce completed early")
 	}
-	if chose := recs[0].matching("collective: autotune: chose"); len(chose) != 1 {
+	if chose := recs[0].matching("engine: autotune: chose"); len(chose) != 1 {
 		t.Fatalf("rank 0 logged %d choices after %d one-tensor steps (%d early), want 1", len(chose), steps, early)
 	}
 }

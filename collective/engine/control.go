@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/gorovod/gorovod/collective"
 )
@@ -28,21 +29,15 @@ import (
 //	[4+7n, 4+7n+t)   autotuning   rank 0's setting, others 0xFF (see tuneBytes);
 //	                              t is tuneBytes while autotuning, else 0
 //	[4+7n+t, c)      cache bits   1 where the slot's request is pending
-//	[c]              earlyOK      the early all-reduce (if any, see
-//	                              negotiator.early): 1 where it is pending
-//	[d, d+e)         early data   its data, reduced with its own op, not
-//	                              Min (d: c+1 rounded up to 8 bytes)
+//	[c, ...)         early        the early all-reduce's section, if this
+//	                              cycle carries one (see earlyAllreduce)
 //
-// The cache bit count is the response cache's span, and t and e, the same
-// on every rank; without an early all-reduce the vector ends at c. In a
-// job of two ranks, an early all-reduce without a prescale sends its data
-// apart instead (see negotiator.earlyApart): the vector ends after
-// earlyOK, and the exchange sends the data after it.
+// The cache bit count is the response cache's span, and t, the same on
+// every rank; without an early all-reduce the vector ends at c.
 type controlVector struct {
 	rank, size int
 	tune       int // the length of the autotuning section
-	early      int // the index of the earlyOK byte, or -1
-	data       int // the index of the early data
+	end        int // where the cache bits end
 	b          []byte
 	noneJoined []bool // what joined returns while no rank is joined
 }
@@ -55,25 +50,14 @@ const (
 	ctlHeader     = 4
 )
 
-// reset sizes the vector for an autotuning section of tune bytes, span
-// cache bits and early bytes of early all-reduce data (0: none; apart:
-// they travel after the vector, which gets only earlyOK), and fills it
-// with neutral values: every flag 1, every other rank's payload 0xFF,
-// this rank's 0, every answer collective.AnswerOK, the autotuning
-// section, every cache bit and earlyOK 0. The early data are left as they
-// are: they count only when every rank wrote its own.
-func (v *controlVector) reset(rank, size, tune, span, early int, apart bool) {
+// reset sizes the vector for an autotuning section of tune bytes and span
+// cache bits, and fills it with neutral values: every flag 1, every other
+// rank's payload 0xFF, this rank's 0, every answer collective.AnswerOK,
+// the autotuning section and every cache bit 0.
+func (v *controlVector) reset(rank, size, tune, span int) {
 	v.rank, v.size, v.tune = rank, size, tune
 	n := ctlHeader + 7*size + tune + span
-	v.early, v.data = -1, n
-	switch {
-	case early > 0 && apart:
-		v.early, v.data = n, n+1
-		n++
-	case early > 0:
-		v.early, v.data = n, (n+1+7)&^7
-		n = v.data + early
-	}
+	v.end = n
 	if cap(v.b) < n {
 		v.b = make([]byte, n)
 	}
@@ -90,7 +74,16 @@ func (v *controlVector) reset(rank, size, tune, span, early int, apart bool) {
 	for i := range a {
 		a[i] = collective.AnswerOK
 	}
-	clear(v.b[ctlHeader+7*size : v.data]) // early data: written by whoever has it, ignored unless all do
+	clear(v.b[ctlHeader+7*size:])
+}
+
+// extend adds n bytes to the end of the vector, after the cache bits, for
+// the section of the early all-reduce, and returns their index; their
+// content is left as it was.
+func (v *controlVector) extend(n int) int {
+	at := len(v.b)
+	v.b = slices.Grow(v.b, n)[:at+n]
+	return at
 }
 
 func b2u(b bool) byte {
@@ -188,16 +181,4 @@ func (v *controlVector) appendPayloads(dst []int) []int {
 }
 
 // bits returns the cache bits (a view into the vector).
-func (v *controlVector) bits() []byte { return v.b[ctlHeader+7*v.size+v.tune : v.span()] }
-
-// span is where the cache bits end.
-func (v *controlVector) span() int {
-	if v.early >= 0 {
-		return v.early
-	}
-	return len(v.b)
-}
-
-// earlyData is the early all-reduce's data (a view into the vector; empty
-// without one).
-func (v *controlVector) earlyData() []byte { return v.b[v.data:] }
+func (v *controlVector) bits() []byte { return v.b[ctlHeader+7*v.size+v.tune : v.end] }

@@ -14,7 +14,7 @@ func TestControlVector(t *testing.T) {
 	const n, span = 3, 5
 	vs := make([]controlVector, n)
 	for r := range vs {
-		vs[r].reset(r, n, 0, span, 0, false)
+		vs[r].reset(r, n, 0, span)
 		vs[r].set(ctlNoAbort, true)
 		vs[r].set(ctlNoUncached, r != 1)
 		vs[r].set(ctlIdle, r != 2)
@@ -55,7 +55,7 @@ func TestControlVector(t *testing.T) {
 		t.Fatalf("silent %v gone %v, want [1 2] []", silent, gone)
 	}
 	// A reset reuses the buffer and clears the old contents.
-	vs[0].reset(0, n, 0, 2, 0, false)
+	vs[0].reset(0, n, 0, 2)
 	if len(vs[0].b) != ctlHeader+7*n+2 || vs[0].bits()[0] != 0 || fmt.Sprint(vs[0].payloads()) != "[0 4294967295 4294967295]" {
 		t.Fatalf("after reset: %v", vs[0].b)
 	}

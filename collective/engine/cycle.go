@@ -27,7 +27,11 @@ type loopState struct {
 }
 
 func (e *Engine) initLoop() {
-	e.neg = newNegotiator(e.rank, e.size, e.cfg)
+	earlyMax := 0
+	if !e.cfg.noEarly {
+		earlyMax = e.c.InlineBytes()
+	}
+	e.neg = newNegotiator(e.rank, e.size, e.cfg, earlyMax)
 	e.cycleTime = e.cfg.CycleTime
 	if e.cfg.Timeline != nil && e.rank == 0 {
 		e.tl = newTimeline(e.cfg.Timeline, e.now())
@@ -57,9 +61,10 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 	if err := e.follow(a); err != nil {
 		return false, false, err
 	}
-	early := e.neg.early != nil
+	early := a.early != nil
 	if early {
-		e.completeEarly(e.neg.early, decided)
+		e.tlBegin([]*task{a.early})
+		e.complete(a.early) // counted with the cycle (see count)
 	}
 	if a.gather != nil {
 		if err := e.gather(ctx, p.payload, a.gather); err != nil {
@@ -76,7 +81,7 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 		return false, false, err
 	}
 	e.retune(d.tune)
-	if e.neg.table.len() > 0 { // stalls are looked for among waiting names
+	if d.inspect { // stalls are looked for among waiting names
 		e.note(e.neg.inspect(e.now()))
 	}
 	return d.idle, d.again, nil
@@ -89,25 +94,6 @@ func (e *Engine) since(start time.Time) time.Time {
 		return start.Add(time.Since(start))
 	}
 	return e.now()
-}
-
-// completeEarly completes the early all-reduce that the exchange reduced
-// (see early.go): its data come out of the control vector (or were
-// reduced where they lie), postscaled.
-func (e *Engine) completeEarly(t *task, now time.Time) {
-	req := &t.resp.req
-	_, post := req.factors(e.size)
-	t.ready = now
-	e.tlBegin([]*task{t})
-	if !e.neg.earlyApart { // apart, the exchange reduced them where they lie
-		copy(t.en.data, e.neg.ctl.earlyData())
-	}
-	if err := kernels.Scale(req.DType, t.en.data, post); err != nil {
-		t.err = err
-	} else {
-		t.out, t.shape = t.en.data, t.en.req.Shape
-	}
-	e.complete(t) // counted with the cycle (see count)
 }
 
 // drain hands the submitted requests and a Join to the negotiator. A
@@ -228,7 +214,7 @@ func (e *Engine) stopWith(err error) {
 		jw.finish(-1, err)
 	}
 	if !errors.Is(err, ErrShutdown) || len(pending)+len(q) > 0 {
-		e.log.Debug("collective: engine stopped", "cause", err)
+		e.log.Debug("engine: engine stopped", "cause", err)
 	}
 }
 

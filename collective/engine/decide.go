@@ -13,7 +13,7 @@ import (
 type task struct {
 	resp  *response
 	en    *entry    // this rank's submission; nil if it has none (joined)
-	slot  int       // the cache slot it fired from, or -1 (see planEarly)
+	slot  int       // the cache slot it fired from, or -1 (see earlyAllreduce.planNext)
 	err   error     // set when it fails without running
 	ready time.Time // when the negotiation decided it
 	out   []byte
@@ -30,6 +30,7 @@ type decision struct {
 	joinDone   bool    // every rank has joined: Join returns
 	lastJoined int     // then: the last rank to join
 	idle       bool    // every rank was idle at the exchange
+	inspect    bool    // names wait in the message table: look for stalls after the tasks
 	// again says that the next cycle should start at once: some rank took
 	// something new into this one and this rank still has requests that
 	// are not ready everywhere (its peers may be about to submit them).
@@ -43,10 +44,11 @@ type decision struct {
 func (n *negotiator) decide(now time.Time) decision {
 	d := n.decideTasks(now)
 	measured := d.tasks
-	if n.early != nil && n.tune != nil { // the autotuner counts it with the rest
-		measured = append([]*task{n.early}, d.tasks...)
+	if n.early.done != nil && n.tune != nil { // the autotuner counts it with the rest
+		measured = append([]*task{n.early.done}, d.tasks...)
 	}
 	d.tune = n.tuneCycle(measured, now)
+	d.inspect = n.table.len() > 0
 	return d
 }
 
@@ -79,7 +81,7 @@ func (n *negotiator) decideTasks(now time.Time) decision {
 	setErrors(tasks, joined, now)
 	d.tasks = n.holdGroups(tasks)
 	d.plan = planTasks(d.tasks, n.fusion)
-	n.planEarly(d.tasks)
+	n.early.planNext(d.tasks)
 	return d
 }
 
@@ -127,7 +129,7 @@ func joinedError(r *response, joined []bool) error {
 	if r.req.Kind == KindAllreduce {
 		what = op.String() + " " + what
 	}
-	return fmt.Errorf("collective: tensor %q: %s while ranks %v have joined: only sum and average all-reduces take joined ranks: %w",
+	return fmt.Errorf("engine: tensor %q: %s while ranks %v have joined: only sum and average all-reduces take joined ranks: %w",
 		r.name, what, ranks, ErrJoined)
 }
 
@@ -161,7 +163,7 @@ func failTogether(members []*task) {
 		}
 		for _, t := range members {
 			if t.err == nil {
-				t.err = fmt.Errorf("collective: tensor %q: grouped with %q, which failed: %w", t.resp.name, bad.resp.name, bad.err)
+				t.err = fmt.Errorf("engine: tensor %q: grouped with %q, which failed: %w", t.resp.name, bad.resp.name, bad.err)
 			}
 		}
 		return

@@ -52,7 +52,7 @@
 // (Stats.Early); otherwise the data are dropped and it fires as usual.
 // With two ranks the data travel after the vector instead, from the
 // operation's own buffer, and are reduced there once both ranks said yes
-// (collective.AgreeOptions.Data): no copies in and out. A
+// (collective.AgreeRider.Apart): no copies in and out. A
 // caller that waits without a deadline runs the cycles itself (see
 // Handle.Drive), so a small blocking all-reduce costs one exchange and no
 // goroutine hand-off.
@@ -104,13 +104,18 @@
 // the message table, the response cache, held groups, the joined state
 // and the stall inspector. It starts no goroutines, does no I/O and reads
 // no clock: fed the submissions, the exchanged control vector and the
-// gathered requests, it returns the vector and payload to send, what to
-// do next, and the tasks to run, planned into batches, with the records
-// to log and the autotuning setting to apply (rank 0's tuner is pure too:
-// it is fed bytes and durations). The Engine owns the submission queue
-// and handles, its goroutine and the watchdog, the two negotiation
-// collectives, the execution of the tasks, statistics, the timeline, and
-// the settings that act outside the negotiation (the Comm's hierarchical
-// choice, the cycle time). Tests run several negotiators in lock step,
-// combining their vectors and payloads themselves.
+// gathered requests, it returns the vector to exchange with the early
+// all-reduce's data that ride with it and the payload to gather (a
+// proposal), what the exchange agreed (stop, gather, the early all-reduce
+// it completed), and the tasks to run, planned into batches, with the
+// records to log and the autotuning setting to apply (a decision; rank
+// 0's tuner is pure too: it is fed bytes and durations). The Engine reads
+// only these, never the negotiator's fields. The Engine owns the
+// submission queue and handles, its goroutine and the watchdog, the two
+// negotiation collectives, the execution of the tasks, statistics, the
+// timeline, and the settings that act outside the negotiation (the Comm's
+// hierarchical choice, the cycle time). Tests run several negotiators in
+// lock step, combining their vectors and payloads themselves; the
+// transcripts in testdata give each rank's inputs and the control vectors
+// and decisions they must produce, byte for byte.
 package engine

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -19,7 +22,19 @@ import (
 // two ranks, where the exchange is one step, an all-reduce without a
 // prescale does not copy its data into the vector and back: each rank
 // sends its own buffer after the vector, and the exchange reduces it in
-// place once both earlyOK bytes are in (negotiator.earlyApart).
+// place once both earlyOK bytes are in (earlyAllreduce.apart).
+//
+// Everything the early all-reduce adds to a cycle lives here: its section
+// of the control vector, after the cache bits (c is where they end):
+//
+//	[c]              earlyOK      1 where the operation is pending
+//	[d, d+e)         early data   its data, prescaled, reduced with its own
+//	                              op, not Min (d: c+1 rounded up to 8
+//	                              bytes; e: its size)
+//
+// or, apart, earlyOK alone, with the data sent after the vector; what the
+// exchange must do with the data (a collective.AgreeRider); and the task
+// it completes.
 
 // earlyPlan is the early all-reduce a cycle carries.
 type earlyPlan struct {
@@ -30,119 +45,151 @@ type earlyPlan struct {
 // noEarly is the plan of a cycle without an early all-reduce.
 var noEarly = earlyPlan{slot: -1}
 
-// earlyBytes returns the size of the early all-reduce this cycle carries
-// (0: none) and sets n.earlyOn. The vector with it must fit in earlyMax.
-func (n *negotiator) earlyBytes() int {
-	n.earlyOn, n.earlyApart = nil, false
-	if n.earlyMax <= 0 || n.next.slot < 0 {
-		return 0
-	}
-	ce := n.cache.at(n.next.slot)
-	if ce == nil || ce.resp.name != n.next.name {
-		n.next = noEarly
-		return 0
-	}
-	// The whole vector must stay within what the Comm sends before it
-	// receives (InlineBytes), as a small Allreduce does. An empty tensor
-	// has nothing to carry: the vector gets no early part (no earlyOK
-	// byte), so neither may earlyOn be set.
-	b := ce.resp.req.Bytes()
-	if b == 0 || ctlHeader+7*n.size+n.tuneSection()+n.cache.span()+8+b > n.earlyMax {
-		return 0
-	}
-	n.earlyOn = ce.resp
-	req := &ce.resp.req
-	pre, _ := req.factors(n.size)
-	n.earlyApart = n.size == 2 && pre == 1
-	return b
+// earlyAllreduce is one rank's early all-reduce: the one the next cycle
+// carries, this cycle's section of the control vector and what the
+// exchange must do with its data, and the task the exchange completed.
+// The negotiator holds one; every cycle it calls attachEarly (from
+// begin), takeEarly (from exchanged) and planNext (from decide).
+type earlyAllreduce struct {
+	max  int       // the largest control vector with one, in bytes; 0 turns it off
+	next earlyPlan // the one the next cycle carries
+	on   *response // the one this cycle carries, or nil
+	ok   int       // the index of its earlyOK byte in the vector
+	data int       // the index of its data in the vector (not apart)
+	// apart: this cycle's data travel after the vector, not in it: in a
+	// job of two ranks without a prescale, a rank sends the operation's
+	// own buffer, which the exchange reduces in place once both ranks'
+	// earlyOK is in, saving the copies into and out of the vector. The
+	// rider's Apart is what this rank sends: that buffer, or pad when it
+	// does not have the operation pending.
+	apart bool
+	rider collective.AgreeRider // what the exchange does with the data
+	pad   []byte
+	t     task  // done's storage, reused every cycle
+	done  *task // this cycle's, completed by the exchange, or nil
 }
 
-// fillEarly writes this rank's data of the early all-reduce, prescaled,
-// and earlyOK, when it has the operation pending and has not joined.
-func (n *negotiator) fillEarly() {
-	r := n.earlyOn
-	if r == nil {
-		return
-	}
-	en := n.hits.get(n.next.slot)
-	if n.earlyApart {
-		n.earlySend = n.earlyPadding(r.req.Bytes())
-		if en != nil && !n.joined {
-			n.earlySend = en.data
-			n.ctl.b[n.ctl.early] = 1
-		}
-		return
-	}
-	if en == nil || n.joined {
-		return
-	}
-	data := n.ctl.earlyData()
-	copy(data, en.data)
-	pre, _ := r.req.factors(n.size)
-	if err := kernels.Scale(r.req.DType, data, pre); err != nil {
-		return // not a type it can scale: the usual path reports it
-	}
-	n.ctl.b[n.ctl.early] = 1
+// newEarly returns the early all-reduce for control vectors of up to max
+// bytes (Comm.InlineBytes; 0 turns it off).
+func newEarly(max int) earlyAllreduce {
+	return earlyAllreduce{max: max, next: noEarly}
 }
 
-// earlyPadding returns size bytes for a rank without the early
-// all-reduce to send in place of its data (their content is ignored).
-func (n *negotiator) earlyPadding(size int) []byte {
-	if cap(n.earlyPad) < size {
-		n.earlyPad = make([]byte, size)
+// attachEarly decides whether this cycle carries the planned early
+// all-reduce and, if so, adds its section to the control vector, whose
+// other sections are set, writes this rank's part (its data, prescaled,
+// and earlyOK, when it has the operation pending and has not joined) and
+// sets the rider. It returns the rider, or nil. The whole vector must stay
+// within what the Comm sends before it receives (max, InlineBytes), as a
+// small Allreduce does. An empty tensor has nothing to carry: the vector
+// gets no early section (no earlyOK byte), so neither may on be set.
+func (n *negotiator) attachEarly() *collective.AgreeRider {
+	x, v := &n.early, &n.ctl
+	x.on, x.apart, x.done = nil, false, nil
+	if x.max <= 0 || x.next.slot < 0 {
+		return nil
 	}
-	return n.earlyPad[:size]
-}
-
-// earlyReduce is how the exchange reduces the early data: with reduce,
-// from tail on in the vector, or, when they travel apart, in data, where
-// the vector's earlyOK (at flag) says every rank sent its own. It returns
-// a nil reduce without an early all-reduce.
-func (n *negotiator) earlyReduce() (tail int, data []byte, flag int, reduce kernels.ReduceFunc) {
-	r := n.earlyOn
-	if r == nil {
-		return 0, nil, 0, nil
+	ce := n.cache.at(x.next.slot)
+	if ce == nil || ce.resp.name != x.next.name {
+		x.next = noEarly
+		return nil
+	}
+	r := ce.resp
+	b := r.req.Bytes()
+	if b == 0 || len(v.b)+8+b > x.max {
+		return nil
 	}
 	red, err := kernels.Lookup(r.req.DType, r.req.ReduceOp)
 	if err != nil {
-		return 0, nil, 0, nil
+		return nil // not a reduction it can run: the usual path reports it
 	}
-	if n.earlyApart {
-		return 0, n.earlySend, n.ctl.early, red
+	x.on = r
+	pre, _ := r.req.factors(v.size)
+	x.apart = v.size == 2 && pre == 1
+	x.ok = v.extend(1)
+	v.b[x.ok] = 0
+	en := n.hits.get(x.next.slot)
+	mine := en != nil && !n.joined
+	if x.apart {
+		x.rider = collective.AgreeRider{Reduce: red, Apart: x.padding(b), If: x.ok}
+		if mine {
+			x.rider.Apart = en.data
+			v.b[x.ok] = 1
+		}
+		return &x.rider
 	}
-	return n.ctl.data, nil, 0, red
+	pad := (x.ok+1+7)&^7 - (x.ok + 1)
+	clear(v.b[v.extend(pad):])
+	x.data = v.extend(b) // written by whoever has it, ignored unless all do
+	x.rider = collective.AgreeRider{Reduce: red, At: x.data}
+	if mine {
+		data := v.b[x.data:]
+		copy(data, en.data)
+		if kernels.Scale(r.req.DType, data, pre) == nil { // else the usual path reports it
+			v.b[x.ok] = 1
+		}
+	}
+	return &x.rider
 }
 
-// takeEarly, after the exchange, turns an early all-reduce that every rank
-// had pending into this cycle's early task (its data reduced in the
-// vector), taking it out of the pending requests and hits as a fired slot
-// is. fire then skips its slot.
-func (n *negotiator) takeEarly() {
-	n.early, n.earlySend = nil, nil
-	if n.earlyOn == nil || n.ctl.b[n.ctl.early] != 1 {
-		return
+// padding returns size bytes for a rank without the early all-reduce to
+// send in place of its data (their content is ignored).
+func (x *earlyAllreduce) padding(size int) []byte {
+	if cap(x.pad) < size {
+		x.pad = make([]byte, size)
 	}
-	slot := n.next.slot
+	return x.pad[:size]
+}
+
+// takeEarly, after the exchange, turns an early all-reduce that every
+// rank had pending into this cycle's task, completed at now: its data
+// copied out of the vector (apart, the exchange reduced them where they
+// lie) and postscaled; it takes the operation out of the pending requests
+// and hits as a fired slot is (fire then skips its slot). It returns the
+// task, or nil.
+func (n *negotiator) takeEarly(now time.Time) *task {
+	x := &n.early
+	x.done, x.rider.Apart = nil, nil // hold on to no buffer of the caller's
+	if x.on == nil || n.ctl.b[x.ok] != 1 {
+		return nil
+	}
+	slot := x.next.slot
 	en := n.hits.get(slot)
 	if en == nil { // every rank said pending, this one too: cannot happen
-		return
+		return nil
 	}
 	n.cache.touch(slot)
 	n.hits.del(slot)
 	delete(n.pending, en.req.Name)
-	n.earlyTask = task{resp: n.earlyOn, en: en, slot: slot} // one a cycle: the cycle is done with the last one
-	n.early = &n.earlyTask
+	x.t = task{resp: x.on, en: en, slot: slot, ready: now} // one a cycle: the cycle is done with the last one
+	t := &x.t
+	if !x.apart {
+		copy(en.data, n.ctl.b[x.data:])
+	}
+	req := &t.resp.req
+	_, post := req.factors(n.size)
+	if err := kernels.Scale(req.DType, en.data, post); err != nil {
+		t.err = err
+	} else {
+		t.out, t.shape = en.data, en.req.Shape
+	}
+	x.done = t
+	return t
 }
 
-// planEarly chooses the next cycle's early all-reduce from this cycle's
+// skips reports whether the cache slot's bit is this cycle's early
+// all-reduce, which fire must then skip.
+func (x *earlyAllreduce) skips(slot int) bool { return x.done != nil && x.done.slot == slot }
+
+// planNext chooses the next cycle's early all-reduce from this cycle's
 // operations: the only one, if it was a small, ungrouped, successful
 // all-reduce from the cache. A cycle that ran nothing keeps the choice.
-func (n *negotiator) planEarly(tasks []*task) {
+func (x *earlyAllreduce) planNext(tasks []*task) {
 	ops := len(tasks)
 	var t *task
-	if n.early != nil {
+	if x.done != nil {
 		ops++
-		t = n.early
+		t = x.done
 	} else if ops == 1 {
 		t = tasks[0]
 	}
@@ -150,13 +197,13 @@ func (n *negotiator) planEarly(tasks []*task) {
 	case ops == 0:
 		return
 	case ops > 1 || t.slot < 0 || t.err != nil:
-		n.next = noEarly
+		x.next = noEarly
 		return
 	}
 	req := &t.resp.req
-	if req.Kind != KindAllreduce || req.Group != 0 || req.Bytes() > n.earlyMax {
-		n.next = noEarly
+	if req.Kind != KindAllreduce || req.Group != 0 || req.Bytes() > x.max {
+		x.next = noEarly
 		return
 	}
-	n.next = earlyPlan{slot: t.slot, name: t.resp.name}
+	x.next = earlyPlan{slot: t.slot, name: t.resp.name}
 }

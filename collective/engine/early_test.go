@@ -101,7 +101,7 @@ func floatInput(dt kernels.DType) func(rank, step int) []byte {
 // average, max, integers; 2, 3 (a rank folded in) and 5 ranks, in memory
 // and over TCP, and 2 over shared memory. With 2 ranks and no prescale the
 // data travel after the control vector and are reduced where they lie
-// (negotiator.earlyApart); with a prescale, or more ranks, in the vector.
+// (earlyAllreduce.apart); with a prescale, or more ranks, in the vector.
 // Integer sums are checked against the arithmetic too.
 func TestEarlyAllreduce(t *testing.T) {
 	const steps = 8

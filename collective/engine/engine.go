@@ -122,9 +122,6 @@ func New(c *collective.Comm, cfg Config) *Engine {
 	close(e.idle)
 	e.realClock = realClock
 	e.initLoop()
-	if !cfg.noEarly {
-		e.neg.earlyMax = c.InlineBytes()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx, e.cancel = ctx, cancel
 	e.deadline = opDeadline{limit: cfg.OpTimeout}
@@ -192,11 +189,11 @@ func (e *Engine) refuse(req *Request) error {
 	case e.cause != nil:
 		return e.cause
 	case e.closing:
-		return fmt.Errorf("collective: %v %q: %w", req.Kind, req.Name, ErrShutdown)
+		return fmt.Errorf("engine: %v %q: %w", req.Kind, req.Name, ErrShutdown)
 	case e.joinWait != nil:
-		return fmt.Errorf("collective: %v %q submitted after this rank joined: %w", req.Kind, req.Name, ErrJoined)
+		return fmt.Errorf("engine: %v %q submitted after this rank joined: %w", req.Kind, req.Name, ErrJoined)
 	case e.inflight[req.Name]:
-		return fmt.Errorf("collective: %v %q: %w", req.Kind, req.Name, ErrDuplicateName)
+		return fmt.Errorf("engine: %v %q: %w", req.Kind, req.Name, ErrDuplicateName)
 	}
 	return nil
 }
@@ -206,7 +203,7 @@ func (e *Engine) refuse(req *Request) error {
 // negotiation, which reports them on every rank.
 func checkBuffer(req *Request, data []byte) error {
 	if len(req.Name) > maxNameLen || len(req.Shape) > maxDims {
-		return fmt.Errorf("collective: %v %.40q...: %w: names are limited to %d bytes and shapes to %d dimensions",
+		return fmt.Errorf("engine: %v %.40q...: %w: names are limited to %d bytes and shapes to %d dimensions",
 			req.Kind, req.Name, collective.ErrInvalid, maxNameLen, maxDims)
 	}
 	if req.Kind == KindBarrier || !req.DType.Valid() {
@@ -218,7 +215,7 @@ func checkBuffer(req *Request, data []byte) error {
 		}
 	}
 	if want := req.Bytes(); len(data) != want {
-		return fmt.Errorf("collective: %v %q: %w: shape %v of %v needs %d bytes, buffer has %d",
+		return fmt.Errorf("engine: %v %q: %w: shape %v of %v needs %d bytes, buffer has %d",
 			req.Kind, req.Name, collective.ErrInvalid, req.Shape, req.DType, want, len(data))
 	}
 	return nil
@@ -268,7 +265,7 @@ func (e *Engine) Quiesce(ctx context.Context) error {
 	case <-e.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("collective: waiting for the engine to go idle: %w", ctx.Err())
+		return fmt.Errorf("engine: waiting for the engine to go idle: %w", ctx.Err())
 	}
 }
 

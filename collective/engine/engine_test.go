@@ -247,29 +247,29 @@ func TestEngineMismatch(t *testing.T) {
 				return allreduceReq("w1", kernels.F32, kernels.Sum, 4, 3)
 			}
 			return allreduceReq("w1", kernels.F32, kernels.Sum, 3, 4)
-		}, `collective: tensor "w1": shape mismatch: rank 0 has [3 4], rank 2 has [4 3]`},
+		}, `engine: tensor "w1": shape mismatch: rank 0 has [3 4], rank 2 has [4 3]`},
 		{"dtype", func(r int) engine.Request {
 			return allreduceReq("w2", []kernels.DType{kernels.F32, kernels.I32, kernels.F32}[r], kernels.Sum, 3)
-		}, `collective: tensor "w2": dtype mismatch: rank 0 has float32, rank 1 has int32`},
+		}, `engine: tensor "w2": dtype mismatch: rank 0 has float32, rank 1 has int32`},
 		{"op", func(r int) engine.Request {
 			return allreduceReq("w3", kernels.F32, []kernels.Op{kernels.Sum, kernels.Sum, kernels.Max}[r], 2)
-		}, `collective: tensor "w3": reduce op mismatch: rank 0 has sum, rank 2 has max`},
+		}, `engine: tensor "w3": reduce op mismatch: rank 0 has sum, rank 2 has max`},
 		{"kind", func(r int) engine.Request {
 			req := allreduceReq("w4", kernels.F32, kernels.Sum, 2)
 			if r == 1 {
 				req.Kind = engine.KindBroadcast
 			}
 			return req
-		}, `collective: tensor "w4": operation mismatch: rank 0 has allreduce, rank 1 has broadcast`},
+		}, `engine: tensor "w4": operation mismatch: rank 0 has allreduce, rank 1 has broadcast`},
 		{"root", func(r int) engine.Request {
 			return engine.Request{Name: "w5", Kind: engine.KindBroadcast, DType: kernels.F32, Shape: []int{2}, Root: min(r, 1)}
-		}, `collective: tensor "w5": root mismatch: rank 0 has 0, rank 1 has 1`},
+		}, `engine: tensor "w5": root mismatch: rank 0 has 0, rank 1 has 1`},
 		{"allgather", func(r int) engine.Request {
 			return engine.Request{Name: "w6", Kind: engine.KindAllgather, DType: kernels.F32, Shape: []int{r + 1, 2 + r/2}}
-		}, `collective: tensor "w6": shape mismatch: rank 0 has [1 2], rank 2 has [3 3]`},
+		}, `engine: tensor "w6": shape mismatch: rank 0 has [1 2], rank 2 has [3 3]`},
 		{"invalid", func(r int) engine.Request {
 			return engine.Request{Name: "w7", Kind: engine.KindBroadcast, DType: kernels.F32, Shape: []int{2}, Root: 5}
-		}, `collective: tensor "w7": rank 0: collective: invalid argument: root 5 outside [0, 3)`},
+		}, `engine: tensor "w7": rank 0: collective: invalid argument: root 5 outside [0, 3)`},
 	}
 	es, _ := newEngines(t, meshtest.Mem, n, testConfig())
 	onEngines(t, es, func(r int, e *engine.Engine) error {

@@ -11,19 +11,19 @@ import (
 var (
 	// ErrDuplicateName: a tensor name was submitted to an Engine while an
 	// operation of the same name is still in flight there.
-	ErrDuplicateName = errors.New("collective: tensor name already in flight")
+	ErrDuplicateName = errors.New("engine: tensor name already in flight")
 	// ErrShutdown: the Engine was shut down (here, or on a peer rank).
-	ErrShutdown = errors.New("collective: engine shut down")
+	ErrShutdown = errors.New("engine: engine shut down")
 	// ErrMismatch: ranks submitted the same tensor name with disagreeing
 	// parameters (see MismatchError).
-	ErrMismatch = errors.New("collective: mismatched tensor")
+	ErrMismatch = errors.New("engine: mismatched tensor")
 	// ErrStall: tensors waited for missing ranks longer than the stall
 	// shutdown time, or than OpTimeout where that is shorter or the stall
 	// shutdown time is 0 (the error then wraps collective.ErrTimeout too).
-	ErrStall = errors.New("collective: stalled")
+	ErrStall = errors.New("engine: stalled")
 	// ErrJoined: an operation cannot run because a rank has joined (only
 	// sum and average all-reduces take joined ranks).
-	ErrJoined = errors.New("collective: rank joined")
+	ErrJoined = errors.New("engine: rank joined")
 )
 
 // MismatchError reports that two ranks submitted the same tensor with
@@ -39,7 +39,7 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("collective: tensor %q: %s mismatch: rank %d has %s, rank %d has %s",
+	return fmt.Sprintf("engine: tensor %q: %s mismatch: rank %d has %s, rank %d has %s",
 		e.Name, e.Field, e.RankA, e.ValueA, e.RankB, e.ValueB)
 }
 

@@ -35,11 +35,11 @@ type NoAnswerError struct {
 }
 
 // Error says which ranks did not answer, within what limit, and what waits
-// here: "collective: negotiation on rank 0: no answer from rank 1 within
+// here: "engine: negotiation on rank 0: no answer from rank 1 within
 // 2s; pending here: [grad/w]: collective: timeout".
 func (e *NoAnswerError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "collective: %s on rank %d: ", e.Op, e.Rank)
+	fmt.Fprintf(&b, "engine: %s on rank %d: ", e.Op, e.Rank)
 	if len(e.Silent) > 0 {
 		fmt.Fprintf(&b, "no answer from %s within %v", rankList(e.Silent), e.Limit)
 		if len(e.Gone) > 0 {
@@ -138,16 +138,19 @@ func (e *Engine) ended(w *exchangeWait) {
 // hop limit (see answerLimit), or whose link breaks, is marked in the
 // vector's answer section instead of hanging the others, and every rank
 // that takes part ends with the marks that say why (the negotiator's
-// verdict, which fails the engine and the Comm).
+// verdict, which fails the engine and the Comm). The data of an early
+// all-reduce ride with it as the proposal says (AgreeOptions.Rider).
 func (e *Engine) exchange(ctx context.Context, p proposal, start time.Time) error {
 	limit, _ := answerLimit(e.cfg.OpTimeout, e.cfg.StallShutdown)
 	w := e.publishWait(start)
 	defer e.ended(w)
 	o := collective.AgreeOptions{Op: opNegotiation, Answers: p.answers, Limit: limit}
+	if p.rider != nil {
+		o.Rider = *p.rider
+	}
 	if e.realClock { // start is the real time: the hops need not read it again
 		o.Start = start
 	}
-	o.Tail, o.Data, o.DataIf, o.Reduce = e.neg.earlyReduce()
 	if w != nil {
 		o.Progress = &w.step
 	}

@@ -13,17 +13,17 @@ import (
 func TestNoAnswerError(t *testing.T) {
 	err := &NoAnswerError{Op: opNegotiation, Rank: 0, Silent: []int{1}, Limit: 2 * time.Second,
 		Pending: []string{"a", "b"}, More: 3, Err: collective.ErrTimeout}
-	want := "collective: negotiation on rank 0: no answer from rank 1 within 2s; pending here: [a b ... 3 more]: collective: timeout"
+	want := "engine: negotiation on rank 0: no answer from rank 1 within 2s; pending here: [a b ... 3 more]: collective: timeout"
 	if err.Error() != want || !errors.Is(err, collective.ErrTimeout) {
 		t.Fatalf("got %q", err)
 	}
 	both := &NoAnswerError{Op: opNegotiation, Rank: 2, Silent: []int{0, 1}, Gone: []int{3}, Limit: time.Second, Err: ErrStall}
-	if got := both.Error(); !strings.HasPrefix(got, "collective: negotiation on rank 2: no answer from ranks [0 1] within 1s; rank 3 left (link broken); likely causes:") ||
+	if got := both.Error(); !strings.HasPrefix(got, "engine: negotiation on rank 2: no answer from ranks [0 1] within 1s; rank 3 left (link broken); likely causes:") ||
 		!errors.Is(both, ErrStall) {
 		t.Fatalf("got %q", got)
 	}
 	gone := &NoAnswerError{Op: opNegotiation, Rank: 1, Gone: []int{0}, Err: collective.ErrPeerGone}
-	if got := gone.Error(); got != "collective: negotiation on rank 1: rank 0 left (link broken): "+collective.ErrPeerGone.Error() {
+	if got := gone.Error(); got != "engine: negotiation on rank 1: rank 0 left (link broken): "+collective.ErrPeerGone.Error() {
 		t.Fatalf("got %q", got)
 	}
 }

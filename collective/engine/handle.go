@@ -77,7 +77,7 @@ func (h *Handle) Wait(ctx context.Context) error {
 	case <-h.Done():
 		return h.err
 	case <-ctx.Done():
-		return fmt.Errorf("collective: waiting for %q: %w", h.name, ctx.Err())
+		return fmt.Errorf("engine: waiting for %q: %w", h.name, ctx.Err())
 	}
 }
 

@@ -36,7 +36,7 @@ func (e *Engine) Join(ctx context.Context) (lastRank int, err error) {
 	}
 	if e.closing {
 		e.mu.Unlock()
-		return -1, fmt.Errorf("collective: join on rank %d: %w", e.rank, ErrShutdown)
+		return -1, fmt.Errorf("engine: join on rank %d: %w", e.rank, ErrShutdown)
 	}
 	w := e.joinWait
 	if w == nil {
@@ -49,7 +49,7 @@ func (e *Engine) Join(ctx context.Context) (lastRank int, err error) {
 	case <-w.done:
 		return w.last, w.err
 	case <-ctx.Done():
-		return -1, fmt.Errorf("collective: join on rank %d: %w", e.rank, ctx.Err())
+		return -1, fmt.Errorf("engine: join on rank %d: %w", e.rank, ctx.Err())
 	}
 }
 

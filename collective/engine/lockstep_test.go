@@ -31,7 +31,7 @@ func newLockstep(t testing.TB, size int, tu tuning) *lockstep {
 	cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout = tu.warn, tu.shutdown, tu.opTime
 	l := &lockstep{t: t, now: t0}
 	for r := range size {
-		l.ns = append(l.ns, newNegotiator(r, size, cfg))
+		l.ns = append(l.ns, newNegotiator(r, size, cfg, 0))
 	}
 	return l
 }

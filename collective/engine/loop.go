@@ -24,12 +24,12 @@ func (e *Engine) run(ctx context.Context) {
 	err := e.loop(ctx)
 	e.deadline.release()
 	if err == nil {
-		err = fmt.Errorf("collective: engine on rank %d: %w", e.rank, ErrShutdown)
+		err = fmt.Errorf("engine: engine on rank %d: %w", e.rank, ErrShutdown)
 	}
 	e.stopWith(err)
 	if e.tl != nil {
 		if terr := e.tl.close(); terr != nil {
-			e.log.Warn("collective: writing the timeline", "err", terr)
+			e.log.Warn("engine: writing the timeline", "err", terr)
 		}
 	}
 }

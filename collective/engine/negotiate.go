@@ -117,7 +117,7 @@ func resolve(e *tableEntry, size int) *response {
 			continue
 		}
 		if err := req.check(size); err != nil {
-			resp.err = fmt.Errorf("collective: tensor %q: rank %d: %w: %w", e.name, r, collective.ErrInvalid, err)
+			resp.err = fmt.Errorf("engine: tensor %q: rank %d: %w: %w", e.name, r, collective.ErrInvalid, err)
 			return resp
 		}
 		if first < 0 {

@@ -78,8 +78,8 @@ func TestResolveMismatches(t *testing.T) {
 		want string
 	}{
 		{[]Request{x, x, x}, ""},
-		{[]Request{x, x, ar("x", 4, 3)}, `collective: tensor "x": shape mismatch: rank 0 has [3 4], rank 2 has [4 3]`},
-		{[]Request{{}, x, ar("x", 12)}, `collective: tensor "x": shape mismatch: rank 1 has [3 4], rank 2 has [12]`},
+		{[]Request{x, x, ar("x", 4, 3)}, `engine: tensor "x": shape mismatch: rank 0 has [3 4], rank 2 has [4 3]`},
+		{[]Request{{}, x, ar("x", 12)}, `engine: tensor "x": shape mismatch: rank 1 has [3 4], rank 2 has [12]`},
 		{[]Request{x, with(x, func(r *Request) { r.DType = kernels.F64 }), x}, `dtype mismatch: rank 0 has float32, rank 1 has float64`},
 		{[]Request{x, with(x, func(r *Request) { r.ReduceOp = kernels.Average }), x}, `reduce op mismatch: rank 0 has sum, rank 1 has avg`},
 		{[]Request{x, x, with(x, func(r *Request) { r.Prescale = 0.5 })}, `prescale mismatch: rank 0 has 0, rank 2 has 0.5`},
@@ -90,7 +90,7 @@ func TestResolveMismatches(t *testing.T) {
 		{[]Request{ag(1, 2), ag(5, 2), ag(0, 2)}, ""},
 		{[]Request{ag(1, 2), ag(1, 3), ag(1, 2)}, `shape mismatch: rank 0 has [1 2], rank 1 has [1 3]`},
 		{[]Request{ag(1, 2), ag(1, 2), ag(2)}, `shape mismatch: rank 0 has [1 2], rank 2 has [2]`},
-		{[]Request{bc(1), bc(7), bc(1)}, `collective: tensor "x": rank 1: collective: invalid argument: root 7 outside [0, 3)`},
+		{[]Request{bc(1), bc(7), bc(1)}, `engine: tensor "x": rank 1: collective: invalid argument: root 7 outside [0, 3)`},
 	} {
 		e := &tableEntry{name: "x", reqs: make([]*Request, 3), seen: make([]time.Time, 3)}
 		for r := range c.reqs {

@@ -40,16 +40,20 @@ type entry struct {
 // feeds it and carries out what it returns. A cycle is, in this order:
 //
 //	submit, join          the requests and Join taken from the queue
-//	begin                 the control vector and payload to send
-//	exchanged             after the Min all-reduce of the vectors: stop,
-//	                      gather (with these sizes) or go on
+//	begin                 the proposal: the control vector to exchange, the
+//	                      early data riding with it, the payload to gather
+//	exchanged             after the Min all-reduce of the vectors, the
+//	                      agreement: stop, gather (with these sizes) or
+//	                      go on, and the early all-reduce it completed
 //	gathered              after the all-gather of the payloads, if any
-//	decide                the tasks to perform, planned into batches, and
-//	                      the autotuning setting to apply after them
+//	decide                the decision: the tasks to perform, planned into
+//	                      batches, the autotuning setting to apply after
+//	                      them, whether to inspect
 //	inspect               after performing them: the stall inspector
 //
 // Every rank's negotiator reaches the same decisions from the same
-// exchanged data.
+// exchanged data. The Engine reads only what these calls return (and
+// outstanding, pendingNames and startTuning), never the fields.
 type negotiator struct {
 	rank, size int
 	fusion     int64         // Config.FusionThreshold
@@ -72,32 +76,17 @@ type negotiator struct {
 	send       []byte    // this cycle's uncached requests
 	tune       *autotune // nil unless autotuning (see startTuning)
 
-	start       time.Time // when the cycle in progress began
-	ranksJoined []bool    // the joined ranks, as this cycle's exchange says
-	earlyTask   task      // n.early's storage, reused every cycle
-	fired       []*task   // this cycle's tasks from the response cache
-	sizes       []int     // this cycle's payload sizes, when it gathers (reused)
-
-	// The early all-reduce (see early.go); earlyMax 0 turns it off.
-	earlyMax int       // the largest early all-reduce, in bytes
-	next     earlyPlan // the one the next cycle carries
-	earlyOn  *response // the one this cycle carries, or nil
-	early    *task     // this cycle's, completed by the exchange, or nil
-	// earlyApart: this cycle's early data travel after the vector, not in
-	// it: in a job of two ranks without a prescale, a rank sends the
-	// operation's own buffer, which the exchange reduces in place once
-	// both ranks' earlyOK is in (collective.AgreeOptions.Data), saving the
-	// copies into and out of the vector. earlySend is what this rank
-	// sends: that buffer, or earlyPad when it does not have the operation
-	// pending.
-	earlyApart bool
-	earlySend  []byte
-	earlyPad   []byte
+	start       time.Time      // when the cycle in progress began
+	ranksJoined []bool         // the joined ranks, as this cycle's exchange says
+	fired       []*task        // this cycle's tasks from the response cache
+	sizes       []int          // this cycle's payload sizes, when it gathers (reused)
+	early       earlyAllreduce // the early all-reduce (see early.go)
 }
 
 // newNegotiator returns rank's negotiator in a job of size ranks, tuned by
-// cfg's fusion threshold, cache capacity, stall times and OpTimeout.
-func newNegotiator(rank, size int, cfg Config) *negotiator {
+// cfg's fusion threshold, cache capacity, stall times and OpTimeout, with
+// early all-reduces in control vectors of up to earlyMax bytes (0: none).
+func newNegotiator(rank, size int, cfg Config, earlyMax int) *negotiator {
 	limit, sentinel := answerLimit(cfg.OpTimeout, cfg.StallShutdown)
 	return &negotiator{
 		rank: rank, size: size, fusion: cfg.FusionThreshold, limit: limit, sentinel: sentinel,
@@ -105,7 +94,7 @@ func newNegotiator(rank, size int, cfg Config) *negotiator {
 		table: newTable(size), cache: newResponseCache(cfg.CacheCapacity),
 		prevJoined: make([]bool, size),
 		stall:      newStallInspector(cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout),
-		next:       noEarly,
+		early:      newEarly(earlyMax),
 	}
 }
 

@@ -63,7 +63,7 @@ func (e *Engine) runBatch(ctx context.Context, batch []*task) error {
 		return nil // negotiation alone proves that every rank arrived
 	}
 	if t.en == nil {
-		err := fmt.Errorf("collective: %v %q on rank %d: %w: ready without a local request", t.resp.req.Kind, t.resp.name, e.rank, collective.ErrProtocol)
+		err := fmt.Errorf("engine: %v %q on rank %d: %w: ready without a local request", t.resp.req.Kind, t.resp.name, e.rank, collective.ErrProtocol)
 		e.c.Abort(err)
 		return err
 	}

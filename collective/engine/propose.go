@@ -4,16 +4,20 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/gorovod/gorovod/collective"
 )
 
 // proposal is what a rank contributes to a cycle: the control vector for
-// the Min all-reduce and the payload for the all-gather that follows when
-// some rank sends uncached requests. Both are views into the negotiator,
-// valid until the next begin.
+// the Min all-reduce, with the data of an early all-reduce that ride with
+// it, and the payload for the all-gather that follows when some rank
+// sends uncached requests. All are views into the negotiator, valid until
+// the next begin.
 type proposal struct {
-	ctl     []byte // the control vector, all-reduced in place
-	answers int    // the index in ctl of rank 0's answer code
-	payload []byte // this rank's uncached requests, serialized
+	ctl     []byte                 // the control vector, all-reduced in place
+	answers int                    // the index in ctl of rank 0's answer code
+	rider   *collective.AgreeRider // what the exchange does with the early data, or nil
+	payload []byte                 // this rank's uncached requests, serialized
 }
 
 // begin starts a cycle at now: it ages the pending cache hits and builds
@@ -23,8 +27,7 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	n.start, n.ranksJoined, n.fired, n.sizes = now, nil, nil, n.sizes[:0]
 	n.ageHits(now)
 	v := &n.ctl
-	early := n.earlyBytes() // sets n.earlyApart, which must be read after it
-	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span(), early, n.earlyApart)
+	v.reset(n.rank, n.size, n.tuneSection(), n.cache.span())
 	n.proposeTuning(v.tuning())
 	if err := n.buildPayload(now); err != nil {
 		return proposal{}, err
@@ -38,8 +41,8 @@ func (n *negotiator) begin(now time.Time, stopping bool) (proposal, error) {
 	v.setShutdown(stopping)
 	v.setPayload(len(n.send))
 	n.setBits()
-	n.fillEarly()
-	return proposal{ctl: v.b, answers: v.answerAt(0), payload: n.send}, nil
+	rider := n.attachEarly()
+	return proposal{ctl: v.b, answers: v.answerAt(0), rider: rider, payload: n.send}, nil
 }
 
 // ageHits counts a cycle and sends uncached instead the pending hits that

@@ -35,7 +35,7 @@ func (e *Engine) watch() {
 			continue
 		}
 		warned = seq
-		e.log.Warn("collective: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
+		e.log.Warn("engine: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
 			"missing", w.missing(e.c), "waited", waited.Round(time.Millisecond),
 			"tensors", nameList(pending, more), "hint", stallHint)
 	}
