@@ -193,20 +193,37 @@ func TestLaunchRankLeftBeforeJoining(t *testing.T) {
 	for _, registerFirst := range []bool{true, false} {
 		t.Run(fmt.Sprintf("registered first %v", registerFirst), func(t *testing.T) {
 			f := newFakeSpawner(t)
+			// Rank 0 is two parts: its fake process, and this test's
+			// registerAs, which plays its hvd.Init. A real process cannot
+			// end while its own Register call waits for the reply, so
+			// neither does this one: told to stop, it exits only once
+			// registerAs has returned. Otherwise Launch can return, and
+			// stop the rendezvous, between the server taking in the
+			// registration (which stops the job) and its reply reaching
+			// registerAs, which then finds the server gone.
+			registered := make(chan struct{})
 			var aborted error
 			f.onSignal = func(p *fakeProc, _ os.Signal) { // rank 0 asks the rendezvous when told to stop
-				if p.slot.Rank == 0 {
-					aborted = pingAs(t, f, 0)
+				if p.slot.Rank != 0 {
+					return
 				}
+				select {
+				case <-registered:
+				case <-t.Context().Done(): // registerAs failed the test
+					return
+				}
+				aborted = pingAs(t, f, 0)
 			}
 			errc := launchAsync(t.Context(), fakeConfig(t, f, "a:2", 2, &testutil.SyncBuffer{}))
 			f.waitSpawned(2)
 			if registerFirst {
 				registerAs(t, f, 0)
+				close(registered)
 			}
 			f.proc(1).exit(0)
 			if !registerFirst {
 				registerAs(t, f, 0)
+				close(registered)
 			}
 			err := await(t, errc, 5*time.Second)
 			const want = "runner: rank 1 on a exited with status 0 before joining the job; stopped the other rank"
