@@ -11,10 +11,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // elasticSums is what testdata/elasticrank's final rank 0 prints when
@@ -148,7 +149,7 @@ func TestElasticGrows(t *testing.T) {
 // running is a gorun started in the background.
 type running struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testutil.SyncBuffer
 	done           chan error
 	deadline       <-chan time.Time
 }
@@ -156,7 +157,7 @@ type running struct {
 // startGorun starts argv with env added, its output collected.
 func startGorun(t *testing.T, env []string, argv ...string) *running {
 	t.Helper()
-	r := &running{cmd: command(context.Background(), env, argv...), stdout: &syncBuffer{}, stderr: &syncBuffer{},
+	r := &running{cmd: command(context.Background(), env, argv...), stdout: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{},
 		done: make(chan error, 1), deadline: time.After(runTimeout)}
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	if err := r.cmd.Start(); err != nil {
@@ -317,24 +318,6 @@ func TestElasticDiscoveryHangs(t *testing.T) {
 			t.Fatalf("the script's child %d outlived gorun: %s", pid, stat)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // finalAccuracy is mnist's last line.

@@ -12,31 +12,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/jobenv"
 )
 
-// lockedBuffer is a bytes.Buffer safe for writers and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a buffer safe for writers and a reader at once, which
+// a test can wait on.
+type lockedBuffer struct{ testutil.SyncBuffer }
 
 // waitFor waits up to d until b holds s.
 func (l *lockedBuffer) waitFor(t *testing.T, s string, d time.Duration) {
