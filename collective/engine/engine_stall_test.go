@@ -287,11 +287,14 @@ func TestEngineMismatchEndsAtOpTimeout(t *testing.T) {
 					})
 				})
 			}
+			// The job may fail once the first of the two names has waited
+			// OpTimeout: a rank that submitted later sees its own wait
+			// end a little sooner, so the bound is from before either.
+			start := time.Now()
 			onEngines(t, es, func(r int, e *engine.Engine) error {
-				start := time.Now()
 				err := e.Submit(allreduceReq(names[r], kernels.F32, kernels.Sum, 1), make([]byte, 4)).Wait(context.Background())
 				if waited := time.Since(start); waited < time.Second {
-					return fmt.Errorf("failed after %v, before OpTimeout: %v", waited, err)
+					return fmt.Errorf("failed %v after the first submission, before OpTimeout: %v", waited, err)
 				}
 				if !errors.Is(err, engine.ErrStall) || !errors.Is(err, collective.ErrTimeout) {
 					return fmt.Errorf("got %v, want ErrStall and ErrTimeout", err)
