@@ -1,0 +1,45 @@
+// Package ps is meant to hold gorovod's parameter-server training, the
+// counterpart of TensorFlow's ParameterServerStrategy: variables kept on
+// parameter servers, split into row shards by a partitioner, and a
+// coordinator driving the workers that read and update them. It stands
+// beside package hvd, which does not import it.
+//
+// Of that, the package holds today only the first part: the partitioners
+// and the placement of variables' shards on servers. There are no servers,
+// no coordinator and no training loop yet; nothing here opens a connection
+// or starts a goroutine.
+//
+// # Partitioners
+//
+// A Partitioner decides into how many row shards (blocks of the first
+// dimension) a variable is split, from its shape and element size:
+//
+//   - MinSizePartitioner(minShardBytes, maxShards): as many shards as keep
+//     every shard at least minShardBytes, at most maxShards. TensorFlow's
+//     parameter-server tutorial takes MinSizePartitioner(256<<10, servers):
+//     small variables stay whole, large ones get one shard per server.
+//   - MaxSizePartitioner(maxShardBytes, maxShards): as few shards as keep
+//     every shard at most maxShardBytes, at most maxShards.
+//   - FixedShardsPartitioner(n): n shards.
+//
+// Every partitioner returns at least one shard and never more than the
+// variable has rows. MaxSizePartitioner and FixedShardsPartitioner count as
+// TensorFlow's partitioners of the same names do. MinSizePartitioner keeps
+// its promise exactly, where TensorFlow's rounds the shard count up
+// (ceil(bytes/minShardBytes)) and may leave shards below the minimum: a
+// 300 KiB variable with a 256 KiB minimum stays whole here and is split in
+// two 150 KiB shards by TensorFlow.
+//
+// Split lays the shards out as TensorFlow does: contiguous row blocks, the
+// first rows%shards of them one row longer than the rest.
+//
+// # Placement
+//
+// Place splits every variable with a partitioner and assigns each shard to
+// a server, balancing bytes: shards are taken largest first (ties in the
+// order of the variables, then of the shards) and each goes to the server
+// holding the fewest bytes so far (ties to the lowest index). The result
+// depends only on its arguments, so every process of a job that calls Place
+// with the same variables computes the same placement, and the busiest and
+// idlest servers differ by at most the largest shard.
+package ps
