@@ -23,12 +23,10 @@
 //   - FixedShardsPartitioner(n): n shards.
 //
 // Every partitioner returns at least one shard and never more than the
-// variable has rows. MaxSizePartitioner and FixedShardsPartitioner count as
-// TensorFlow's partitioners of the same names do. MinSizePartitioner keeps
-// its promise exactly, where TensorFlow's rounds the shard count up
-// (ceil(bytes/minShardBytes)) and may leave shards below the minimum: a
-// 300 KiB variable with a 256 KiB minimum stays whole here and is split in
-// two 150 KiB shards by TensorFlow.
+// variable has rows. All three count as TensorFlow's partitioners of the
+// same names do; MinSizePartitioner rounds the count up
+// (ceil(bytes/minShardBytes)), so a 300 KiB variable with a 256 KiB minimum
+// is split in two shards of 150 KiB.
 //
 // Split lays the shards out as TensorFlow does: contiguous row blocks, the
 // first rows%shards of them one row longer than the rest.

@@ -16,10 +16,12 @@ type Partitioner interface {
 	Shards(shape []int, elemSize int) (int, error)
 }
 
-// MinSizePartitioner returns a Partitioner that splits a variable into as
-// many row shards as keep every shard at least minShardBytes, capped by
-// maxShards; a variable smaller than minShardBytes (or one whose single row
-// is) stays in one shard. It fails unless both arguments are positive.
+// MinSizePartitioner returns a Partitioner with TensorFlow's rule of the
+// same name: a variable of B bytes gets ceil(B/minShardBytes) row shards,
+// capped by maxShards and by its rows, and at least one. A variable smaller
+// than minShardBytes stays in one shard; shards of a larger one may fall
+// below the minimum (300 KiB with a 256 KiB minimum makes two of 150 KiB),
+// as TensorFlow's do. It fails unless both arguments are positive.
 func MinSizePartitioner(minShardBytes int64, maxShards int) (Partitioner, error) {
 	if minShardBytes <= 0 {
 		return nil, fmt.Errorf("ps: MinSizePartitioner: min shard bytes must be positive, got %d", minShardBytes)
@@ -65,11 +67,8 @@ func (p minSize) Shards(shape []int, elemSize int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// Every shard of Split(rows, n) has at least rows/n rows (rounded
-	// down), so n shards keep the minimum exactly when rows/n is at least
-	// minRows, the fewest rows that make minShardBytes.
-	minRows := ceilDiv(p.minShardBytes, rowBytes)
-	n := int64(rows) / minRows
+	// rowSize has checked that rows × rowBytes fits an int64.
+	n := ceilDiv(int64(rows)*rowBytes, p.minShardBytes)
 	return clampShards(n, p.maxShards, rows), nil
 }
 

@@ -117,16 +117,15 @@ func TestMinSizePartitionerProperties(t *testing.T) {
 		if n < 1 || n > limit {
 			t.Fatalf("%v on %v×%dB: %d shards, want 1..%d", p, shape, elem, n, limit)
 		}
-		if n > 1 {
-			for k, b := range shardBytes(rows, n, rowBytes) {
-				if b < minB {
-					t.Fatalf("%v on %v×%dB: %d shards, shard %d has %d bytes", p, shape, elem, n, k, b)
-				}
-			}
+		// TensorFlow's count: ceil(bytes/minimum), within 1..limit.
+		total := int64(rows) * rowBytes
+		if want := int(max(1, min(int64(limit), (total+minB-1)/minB))); n != want {
+			t.Fatalf("%v on %v×%dB (%d bytes): %d shards, want %d", p, shape, elem, total, n, want)
 		}
-		// As many as possible: one more shard would break the minimum.
-		if n < limit && slices.Min(shardBytes(rows, n+1, rowBytes)) >= minB {
-			t.Fatalf("%v on %v×%dB: %d shards, but %d would keep every shard ≥ %d bytes", p, shape, elem, n, n+1, minB)
+		// Below the cap, fewer shards would leave one over the minimum's
+		// multiple: n-1 shards of the minimum do not hold the variable.
+		if n > 1 && n < limit && int64(n-1)*minB >= total {
+			t.Fatalf("%v on %v×%dB: %d shards, but %d of %d bytes hold it", p, shape, elem, n, n-1, minB)
 		}
 	}
 }
@@ -213,8 +212,8 @@ func TestPartitionerWorkedExamples(t *testing.T) {
 		{must(MinSizePartitioner(256<<10, 2)), []int{25600}, 4, 1},
 		// 10 MiB on 4 servers: one shard per server.
 		{must(MinSizePartitioner(256<<10, 4)), []int{2560, 1024}, 4, 4},
-		// 300 KiB: one shard (TensorFlow's rounding up would give two of 150 KiB).
-		{must(MinSizePartitioner(256<<10, 4)), []int{300, 256}, 4, 1},
+		// 300 KiB: TensorFlow rounds up, two shards of 150 KiB.
+		{must(MinSizePartitioner(256<<10, 4)), []int{300, 256}, 4, 2},
 		// 4 MiB uncapped: 16 shards of 256 KiB (min_max_variable_partitioner's docstring).
 		{must(MinSizePartitioner(256<<10, 100)), []int{1024, 1024}, 4, 16},
 		// A single 2 MiB row cannot be split.
