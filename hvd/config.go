@@ -48,8 +48,8 @@ func DefaultConfig() Config { return Config{Env: jobenv.DefaultEnv()} }
 
 // ConfigFromEnv reads, through getenv (os.Getenv in a rank), the Config
 // that the launcher which started this process describes: gorun's GOROVOD_*
-// variables or, without them, those of Slurm, Open MPI, MPICH, torchrun or
-// a GOROVOD_CLUSTER spec (see jobenv.Detect), with the knobs of the
+// variables or, without them, those of Slurm, Open MPI, MPICH, torchrun,
+// a GOROVOD_CLUSTER spec or TF_CONFIG (see jobenv.Detect), with the knobs of the
 // GOROVOD_* variables that are set. With none of them it is DefaultConfig.
 // Unlike Init it leaves GOROVOD_SECRET in the environment.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {

@@ -8,7 +8,8 @@
 // Without it, Init reads the variables of the launcher that started the
 // process — a Slurm step (srun), Open MPI's mpirun, MPICH's mpiexec,
 // torchrun-style RANK/WORLD_SIZE/MASTER_ADDR (a Kubernetes Indexed Job), or
-// a GOROVOD_CLUSTER spec for a start by hand — and rank 0 serves the
+// a GOROVOD_CLUSTER spec for a start by hand, or TF_CONFIG (Kubeflow's
+// TFJob) — and rank 0 serves the
 // rendezvous itself until the mesh is formed (jobenv.Detect; Launcher says
 // which one). A launcher that says the job is larger than one rank but
 // cannot be joined is an error, never a silent job of one rank. With no

@@ -24,8 +24,8 @@ var (
 // showed up within the start timeout. It reads the GOROVOD_* environment
 // that gorun writes and, without it, the variables of the launcher that
 // started the process (a Slurm step, Open MPI's mpirun, MPICH's mpiexec,
-// torchrun-style RANK/WORLD_SIZE/MASTER_ADDR, or a GOROVOD_CLUSTER spec;
-// see jobenv.Detect): then rank 0 serves the rendezvous itself. With
+// torchrun-style RANK/WORLD_SIZE/MASTER_ADDR, a GOROVOD_CLUSTER spec, or
+// TensorFlow's TF_CONFIG; see jobenv.Detect): then rank 0 serves the rendezvous itself. With
 // none of them this process is a single rank of size 1; a launcher that
 // says the job is larger but cannot be joined is an error, never a job of
 // one rank. Rank 0 logs the launcher it found, and the runtime logs

@@ -99,6 +99,54 @@ func TestLauncherJobWithoutGorun(t *testing.T) {
 	ln.Close()
 }
 
+// TestLauncherJobTFConfig: a chief and two workers started with nothing but
+// TF_CONFIG, as Kubeflow's TFJob sets it in each pod, form one job: the
+// chief is rank 0 and serves the rendezvous on its own address, worker i is
+// rank i+1, and they all-reduce.
+func TestLauncherJobTFConfig(t *testing.T) {
+	port := freePort(t)
+	cluster := fmt.Sprintf(`{"chief":["127.0.0.1:%d"],"worker":["127.0.0.1:1","127.0.0.1:2"]}`, port)
+	tasks := []string{`{"type":"chief","index":0}`, `{"type":"worker","index":0}`, `{"type":"worker","index":1}`}
+	envs := make([]func(string) string, len(tasks))
+	for i, task := range tasks {
+		tf := `{"cluster":` + cluster + `,"task":` + task + `}`
+		envs[i] = func(k string) string {
+			if k == "TF_CONFIG" {
+				return tf
+			}
+			return ""
+		}
+	}
+	rts, errs := joinDetected(t, envs, 20*time.Second)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("task %s: %v", tasks[i], err)
+		}
+		defer rts[i].Shutdown()
+	}
+	for i, rt := range rts {
+		if rt.Rank() != i || rt.Size() != 3 {
+			t.Errorf("task %s: rank %d of %d, want %d of 3", tasks[i], rt.Rank(), rt.Size(), i)
+		}
+	}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		if rt.Launcher() != jobenv.LauncherTFConfig {
+			return fmt.Errorf("launcher %q", rt.Launcher())
+		}
+		if rt.LocalRank() != r || rt.LocalSize() != 3 {
+			return fmt.Errorf("local %d/%d, want %d/3", rt.LocalRank(), rt.LocalSize(), r)
+		}
+		x := hvd.NewTensor("x", []float32{float32(r + 1)})
+		if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
+			return err
+		}
+		if v := hvd.Values[float32](x)[0]; v != 6 {
+			return fmt.Errorf("sum %v, want 6", v)
+		}
+		return nil
+	})
+}
+
 // TestLauncherJobNamesMissingRank: a rank that never starts is named by
 // every other rank after the start timeout.
 func TestLauncherJobNamesMissingRank(t *testing.T) {

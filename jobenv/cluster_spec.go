@@ -28,6 +28,9 @@ const maxClusterSpec = 1 << 20
 // GOROVOD_CLUSTER_INDEX instead so that every process can share one file.
 // Rank 0 (the first slot of the first host) serves the rendezvous on Port,
 // or on a port derived from the host list when Port is 0.
+//
+// GOROVOD_CLUSTER may hold a spec in TF_CONFIG's shape instead (an object
+// with a "cluster" or "task" key; see TFConfig), read as TF_CONFIG is.
 type ClusterSpec struct {
 	Hosts []string `json:"hosts"`
 	Port  int      `json:"port,omitempty"`
@@ -64,9 +67,24 @@ func clusterReader() launcherReader {
 	}
 }
 
-// readCluster places this process by its index in the spec's slots.
+// readCluster places this process by its index in the spec's slots, or,
+// for a spec in TF_CONFIG's shape (see TFConfig), by its task.
 func readCluster(d detector) (placement, error) {
-	spec, err := loadClusterSpec(d.getenv(EnvCluster))
+	data, err := readClusterData(d.getenv(EnvCluster))
+	if err != nil {
+		return placement{}, err
+	}
+	if isTFConfigShape(data) {
+		if d.getenv(EnvClusterIndex) != "" {
+			return placement{}, fmt.Errorf(`%s is set, but the spec is in TF_CONFIG's shape, whose "task" says which task this process is`, EnvClusterIndex)
+		}
+		c, err := ParseTFConfig(data)
+		if err != nil {
+			return placement{}, err
+		}
+		return tfPlacement(c, "cluster:")
+	}
+	spec, err := ParseClusterSpec(data)
 	if err != nil {
 		return placement{}, err
 	}
@@ -98,23 +116,24 @@ func readCluster(d detector) (placement, error) {
 	return p, nil
 }
 
-// loadClusterSpec parses the variable's value: JSON, or @path of a file.
-func loadClusterSpec(v string) (ClusterSpec, error) {
+// readClusterData returns the variable's value, or the contents of the
+// file it names as @path.
+func readClusterData(v string) ([]byte, error) {
 	data := []byte(v)
 	if path, ok := strings.CutPrefix(v, "@"); ok {
 		f, err := os.Open(path)
 		if err != nil {
-			return ClusterSpec{}, err
+			return nil, err
 		}
 		defer f.Close()
 		if data, err = io.ReadAll(io.LimitReader(f, maxClusterSpec+1)); err != nil {
-			return ClusterSpec{}, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if len(data) > maxClusterSpec {
-			return ClusterSpec{}, fmt.Errorf("%s: larger than %d MiB, the most a cluster spec may hold", path, maxClusterSpec>>20)
+			return nil, fmt.Errorf("%s: larger than %d MiB, the most a cluster spec may hold", path, maxClusterSpec>>20)
 		}
 	}
-	return ParseClusterSpec(data)
+	return data, nil
 }
 
 // clusterIndex returns GOROVOD_CLUSTER_INDEX, else the spec's index, and

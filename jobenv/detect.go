@@ -19,6 +19,7 @@ const (
 	LauncherMPICH    = "mpich"    // MPICH's Hydra mpiexec and Intel MPI (PMI_RANK, PMI_SIZE)
 	LauncherSlurm    = "slurm"    // a task of a Slurm job step (srun)
 	LauncherTorchrun = "torchrun" // torchrun style: RANK, WORLD_SIZE, MASTER_ADDR (Kubernetes too)
+	LauncherTFConfig = "tfconfig" // TensorFlow's TF_CONFIG (Kubeflow's TFJob), one command per process
 )
 
 // Derived rendezvous ports fall in [derivedPortBase, derivedPortBase+derivedPorts):
@@ -57,9 +58,10 @@ type JoinPlan struct {
 // Detect works out which launcher started this process and how it joins
 // its job, from its environment (getenv is os.Getenv in a worker). The
 // GOROVOD_* contract that gorun writes comes first; then, in order, a
-// GOROVOD_CLUSTER spec, Open MPI, MPICH/Hydra, a Slurm job step and the
-// torchrun-style RANK/WORLD_SIZE variables. With none of them the result is
-// a job of one rank.
+// GOROVOD_CLUSTER spec (in its own shape or TF_CONFIG's), Open MPI,
+// MPICH/Hydra, a Slurm job step, the torchrun-style RANK/WORLD_SIZE
+// variables and last TF_CONFIG, which a shell may have exported long before
+// the launcher ran. With none of them the result is a job of one rank.
 //
 // A launcher whose variables say that the job has more than one rank and
 // that cannot be joined (a variable missing or malformed, no way to find
@@ -104,9 +106,9 @@ type launcherReader struct {
 
 // launcherReaders lists the launchers in the order Detect tries them: MPI
 // launchers before Slurm, whose variables they may inherit from an
-// allocation.
+// allocation; TF_CONFIG, which names no launcher, last.
 func launcherReaders() []launcherReader {
-	return []launcherReader{clusterReader(), openMPIReader(), mpichReader(), slurmReader(), torchrunReader()}
+	return []launcherReader{clusterReader(), openMPIReader(), mpichReader(), slurmReader(), torchrunReader(), tfConfigReader()}
 }
 
 func (d detector) detect() (Env, JoinPlan, error) {
@@ -160,8 +162,8 @@ func (d detector) checkAlone() error {
 	}
 	for _, name := range []string{EnvRendezvousAddr, EnvSecret, EnvSecretFile, EnvRendezvousPort, EnvClusterIndex} {
 		if d.getenv(name) != "" {
-			return fmt.Errorf("%w: %s is set, but no launcher gives this process a rank (%s, a Slurm step, mpirun, RANK and WORLD_SIZE, or %s)",
-				ErrLauncher, name, EnvRank, EnvCluster)
+			return fmt.Errorf("%w: %s is set, but no launcher gives this process a rank (%s, a Slurm step, mpirun, RANK and WORLD_SIZE, %s or %s)",
+				ErrLauncher, name, EnvRank, EnvCluster, EnvTFConfig)
 		}
 	}
 	return nil

@@ -1,8 +1,8 @@
 // Package jobenv is the worker side of a gorovod job's contract, which the
 // launcher (package runner, gorun) and the workers (package hvd) both
 // import: the GOROVOD_* environment (Env), launcher detection (Detect, for
-// processes started by Slurm, mpirun, torchrun or a cluster spec), the
-// elastic job's generations in the rendezvous (Generation,
+// processes started by Slurm, mpirun, torchrun, a cluster spec or
+// TF_CONFIG), the elastic job's generations in the rendezvous (Generation,
 // PublishGeneration, AwaitGeneration, ExchangeAddrs, Heartbeat), the
 // reports a failing rank leaves for its launcher (FailedBecauseKey,
 // SilentBecause) and the choice of a worker's data-plane address
@@ -55,12 +55,17 @@
 // (OMPI_COMM_WORLD_*), MPICH's Hydra and Intel MPI (PMI_RANK, PMI_SIZE,
 // MPI_LOCALRANKID, MPI_LOCALNRANKS), a task of a Slurm step (SLURM_PROCID,
 // SLURM_STEP_NODELIST expanded by ExpandHostlist,
-// SLURM_STEP_TASKS_PER_NODE by ExpandTasksPerNode), and torchrun-style
-// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Rank 0 serves the
+// SLURM_STEP_TASKS_PER_NODE by ExpandTasksPerNode), torchrun-style
+// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and last TensorFlow's
+// TF_CONFIG (TFConfig, ParseTFConfig; GOROVOD_CLUSTER may hold one too),
+// whose chief and workers form an all-reduce job: the chief is rank 0, the
+// workers follow in order; an evaluator task, and a spec with "ps" tasks
+// (parameter-server training, not supported yet), are errors. Rank 0 serves the
 // rendezvous at an address every rank works out the same way: the step's
-// first node (Slurm), MASTER_ADDR:MASTER_PORT, the spec's first host, or
-// 127.0.0.1 when every rank is on one host; the port is
-// GOROVOD_RENDEZVOUS_PORT, the launcher's, or DerivedPort of the job id.
+// first node (Slurm), MASTER_ADDR:MASTER_PORT, the spec's first host, the
+// chief's (or first worker's) TF_CONFIG address, or 127.0.0.1 when every
+// rank is on one host; the port is GOROVOD_RENDEZVOUS_PORT, the
+// launcher's, or DerivedPort of the job id.
 // Where nothing says where rank 0 is (mpirun across hosts)
 // GOROVOD_RENDEZVOUS_ADDR must be set. The secret comes from
 // GOROVOD_SECRET_FILE (ReadSecretFile: 64 hex digits, mode 0600, 4 KiB at

@@ -55,12 +55,13 @@ const (
 const EnvElasticID = "GOROVOD_ELASTIC_ID"
 
 // Variables that gorun never writes, read by Detect when another launcher
-// (Slurm, mpirun, torchrun, a cluster spec) started the process.
+// (Slurm, mpirun, torchrun, a cluster spec, TF_CONFIG) started the process.
 const (
 	EnvSecretFile     = "GOROVOD_SECRET_FILE"     // file holding the job secret (64 hex digits), mode 0600 or stricter
 	EnvRendezvousPort = "GOROVOD_RENDEZVOUS_PORT" // port rank 0 serves the rendezvous on
 	EnvCluster        = "GOROVOD_CLUSTER"         // cluster spec: JSON, or @file
 	EnvClusterIndex   = "GOROVOD_CLUSTER_INDEX"   // this process's index (rank) in the cluster spec
+	EnvTFConfig       = "TF_CONFIG"               // TensorFlow's cluster spec (see TFConfig), as Kubeflow's TFJob sets it
 )
 
 // Env is what one worker process learns from its environment: who it

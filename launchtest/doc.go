@@ -1,6 +1,6 @@
 // Package launchtest holds the end-to-end tests of the ways a gorovod job
 // can be started, each with real processes: Open MPI's mpirun, MPICH's
-// mpiexec, torchrun-style variables set by a shell loop, a GOROVOD_CLUSTER
+// mpiexec, torchrun-style variables and TF_CONFIG set by a shell loop, a GOROVOD_CLUSTER
 // spec run by hand on emulated hosts, and a real Slurm cluster (srun,
 // sbatch, and gorun inside salloc), plus the errors a user sees when a
 // launcher's job cannot be joined, and what a passive observer of a lab

@@ -23,3 +23,22 @@ fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail`, port)
 		t.Errorf("rank 0 should log its launcher and warn that the job runs on a derived token:\n%s", r.stderr)
 	}
 }
+
+// TestTFConfigShellLoop: a chief and two workers started by a shell with
+// nothing but TF_CONFIG (as Kubeflow's TFJob sets it in each pod, and as
+// the README's example does) form one job whose chief is rank 0.
+func TestTFConfigShellLoop(t *testing.T) {
+	port := freePort(t)
+	script := fmt.Sprintf(`C='"cluster":{"chief":["127.0.0.1:%s"],"worker":["127.0.0.1:1","127.0.0.1:2"]}'
+TF_CONFIG="{$C,\"task\":{\"type\":\"chief\",\"index\":0}}" "$0" & pids=$!
+for i in 0 1; do TF_CONFIG="{$C,\"task\":{\"type\":\"worker\",\"index\":$i}}" "$0" & pids="$pids $!"; done
+fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail`, port)
+	r := run(t, command(context.Background(), nil, "bash", "-c", script, bin(t, "hello")))
+	mustSucceed(t, "TF_CONFIG shell loop", r)
+	if strings.Count(r.stdout, "size=3 sum=6") != 1 {
+		t.Errorf("stdout %q: want size=3 sum=6 once", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "launcher=tfconfig") || !strings.Contains(r.stderr, "rendezvous=127.0.0.1:"+port) {
+		t.Errorf("the chief should log its launcher and serve on its own address:\n%s", r.stderr)
+	}
+}

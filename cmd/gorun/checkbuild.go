@@ -133,6 +133,7 @@ func hvdLaunchers() []feature {
 		{ok: true, name: "MPICH or Intel MPI mpiexec", note: "PMI_RANK, PMI_SIZE"},
 		{ok: true, name: "Slurm srun", note: "SLURM_PROCID, SLURM_STEP_ID"},
 		{ok: true, name: "torchrun style, Kubernetes too", note: "RANK, WORLD_SIZE, MASTER_ADDR"},
+		{ok: true, name: "TensorFlow style, Kubeflow's TFJob too", note: "TF_CONFIG: a chief and workers, no ps"},
 	}
 }
 

@@ -25,6 +25,7 @@ Launchers whose ranks hvd.Init joins:
     [X] MPICH or Intel MPI mpiexec (PMI_RANK, PMI_SIZE)
     [X] Slurm srun (SLURM_PROCID, SLURM_STEP_ID)
     [X] torchrun style, Kubernetes too (RANK, WORLD_SIZE, MASTER_ADDR)
+    [X] TensorFlow style, Kubeflow's TFJob too (TF_CONFIG: a chief and workers, no ps)
 `
 
 // kernelsSection is the kernels part of a build report; SUM stands for
