@@ -251,7 +251,7 @@ func (c TFConfig) AllReduceAddrs() []string {
 // all-reduce ranks.
 func (c TFConfig) Rank() (int, error) {
 	if n := len(c.Cluster[TFPS]); n > 0 {
-		return 0, fmt.Errorf(`the cluster has %d "ps" tasks: parameter-server training (chief, worker and ps tasks) is not supported yet; without "ps" tasks the chief and workers form an all-reduce job`, n)
+		return 0, fmt.Errorf(`the cluster has "ps" tasks (%d): parameter-server training (chief, worker and ps tasks) is not supported yet; without "ps" tasks the chief and workers form an all-reduce job`, n)
 	}
 	switch c.Task.Type {
 	case TFChief, TFMaster:

@@ -199,7 +199,7 @@ func TestDetectTFConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{"ps tasks: a worker", []string{"TF_CONFIG=" + withPS + `{"type":"worker","index":0}}`},
-			[]string{"tfconfig", "TF_CONFIG=", `2 "ps" tasks`, "parameter-server training", "not supported yet"}},
+			[]string{"tfconfig", "TF_CONFIG=", `"ps" tasks (2)`, "parameter-server training", "not supported yet"}},
 		{"ps tasks: a ps", []string{"TF_CONFIG=" + withPS + `{"type":"ps","index":1}}`},
 			[]string{"parameter-server training", "not supported yet"}},
 		{"the evaluator", []string{"TF_CONFIG=" + eval},
