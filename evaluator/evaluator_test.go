@@ -554,3 +554,40 @@ func TestOptionsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestHalfWrittenCopyEvaluatedWhenWhole: a checkpoint copied in place by a
+// tool that does not rename (half of it there at first) is damaged until
+// the copy ends, then evaluated once.
+func TestHalfWrittenCopyEvaluatedWhenWhole(t *testing.T) {
+	dir := t.TempDir()
+	b, err := hvd.EncodeCheckpoint(checkpointAt(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := (&hvd.Checkpointer{Dir: dir}).Path(5)
+	if err := os.WriteFile(path, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc := newScans()
+	sc.on = func(k int64) {
+		if k == 3 { // the copy ends after two listings of the half
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err == nil {
+				_, err = f.Write(b[len(b)/2:])
+				f.Close()
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	rec := &recorder{}
+	lg := &logs{}
+	sum, err := Run(context.Background(), Options{Dir: dir, Eval: rec.eval, Poll: time.Millisecond, FinalStep: 5, Logger: slog.New(lg), scanned: sc.scanned})
+	if err != nil || sum.Evaluations != 1 || sum.Skipped != 1 || !reflect.DeepEqual(rec.evaluated(), []int64{5}) {
+		t.Fatalf("Run = %+v, %v, evaluated %v; want step 5 once, 1 skipped", sum, err, rec.evaluated())
+	}
+	if w := lg.count(slog.LevelWarn, "damaged", "step=5"); w != 1 {
+		t.Errorf("%d warnings about the half-written step 5, want 1:\n%s", w, lg.all())
+	}
+}
