@@ -26,8 +26,8 @@
 // Every Poll (1 s by default) and at once after each evaluation, Run lists
 // the directory and evaluates the lowest step it has not evaluated yet; a
 // checkpoint written while another is evaluated is therefore the next one.
-// Only file names that hvd.CheckpointStep accepts count; temporary files of
-// a save in progress and foreign files are ignored.
+// Only regular files whose names hvd.CheckpointStep accepts count;
+// temporary files of a save in progress and foreign files are ignored.
 //
 // Each step is evaluated exactly once: Run remembers the evaluated steps,
 // not file names, so a checkpoint rewritten for a step already evaluated (a
@@ -55,8 +55,8 @@
 // # When it stops
 //
 // Run returns a Summary and a nil error when ctx ends (wire a signal
-// through signal.NotifyContext; an evaluation in progress is interrupted
-// through Eval's ctx and not counted), after it has evaluated a checkpoint
+// through signal.NotifyContext; an evaluation in progress sees it through
+// Eval's ctx, and one that then returns an error is not counted), after it has evaluated a checkpoint
 // at or past Options.FinalStep (not necessarily exactly that step: the
 // training may save every few steps), or after Options.MaxEvaluations
 // evaluations; Summary.Stopped says which. An error from Eval (while ctx
