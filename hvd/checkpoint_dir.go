@@ -78,6 +78,13 @@ func (c *Checkpointer) list() ([]string, error) {
 	return out, nil
 }
 
+// CheckpointStep returns the step that a checkpoint file's base name
+// ("checkpoint-<step>.ckpt", as Path writes it) gives, and false for any
+// other name (temporary files, foreign files). A reader that follows a
+// Checkpointer's directory, such as package evaluator, uses it to know which
+// files are checkpoints.
+func CheckpointStep(name string) (step int64, ok bool) { return checkpointStep(name) }
+
 // checkpointStep parses "checkpoint-<step>.ckpt".
 func checkpointStep(name string) (int64, bool) {
 	s, ok := strings.CutPrefix(name, "checkpoint-")
