@@ -1,7 +1,6 @@
 package evaluator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // bound is how long a test waits for an event before it fails; it bounds
@@ -168,23 +168,12 @@ func (l *logs) all() string {
 }
 
 // syncBuffer is an Out that the test may read while Run writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+type syncBuffer struct{ testutil.SyncBuffer }
 
 func (s *syncBuffer) results(t *testing.T) []Result {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []Result
-	for line := range strings.Lines(s.b.String()) {
+	for line := range strings.Lines(s.String()) {
 		var r Result
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("line %q: %v", line, err)
@@ -508,9 +497,9 @@ func TestJSONLines(t *testing.T) {
 	if err != nil || sum.Evaluations != 2 {
 		t.Fatalf("Run = %+v, %v", sum, err)
 	}
-	lines := strings.Split(strings.TrimSuffix(out.b.String(), "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 2 {
-		t.Fatalf("%d lines: %q", len(lines), out.b.String())
+		t.Fatalf("%d lines: %q", len(lines), out.String())
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(lines[0]), &raw); err != nil {
