@@ -301,8 +301,8 @@ func TestEveryCheckpointOnceUnderConcurrentWrites(t *testing.T) {
 func TestDamagedFilesSkippedAndRetriedWhenWhole(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, 1)
-	flip(t, write(t, dir, 2))
-	truncate(t, write(t, dir, 3))
+	testutil.FlipBit(t, write(t, dir, 2), -3)
+	testutil.TruncateHalf(t, write(t, dir, 3))
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a checkpoint"), 0o644)
 	os.WriteFile(filepath.Join(dir, ".checkpoint-123.tmp"), []byte("half a save"), 0o644)
 	os.WriteFile(filepath.Join(dir, "checkpoint-000000000005.ckpt.bak"), []byte("x"), 0o644)
@@ -338,29 +338,6 @@ func TestDamagedFilesSkippedAndRetriedWhenWhole(t *testing.T) {
 	}
 	if len(out.results(t)) != 3 {
 		t.Errorf("%d result lines, want 3", len(out.results(t)))
-	}
-}
-
-func truncate(t *testing.T, path string) {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(path, fi.Size()/2); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func flip(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-3] ^= 1
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

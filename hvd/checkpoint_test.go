@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
 // quiet discards the warnings about skipped checkpoints.
@@ -67,8 +68,8 @@ func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	truncate(t, c.Path(4))
-	flip(t, c.Path(3))
+	testutil.TruncateHalf(t, c.Path(4))
+	flipMiddle(t, c.Path(3))
 	os.WriteFile(filepath.Join(c.Dir, "checkpoint-000000000099.ckpt.bak"), []byte("x"), 0o644) // not ours
 	ck, path, err := c.Latest()
 	if err != nil || ck.Step != 2 || path != c.Path(2) {
@@ -79,29 +80,6 @@ func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
 	}
 	if ck, _, _ := c.Latest(); ck.Step != 5 {
 		t.Errorf("after a new save, Latest is step %d", ck.Step)
-	}
-}
-
-func truncate(t *testing.T, path string) {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(path, fi.Size()/2); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func flip(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2+30] ^= 1
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -135,7 +113,7 @@ func TestLoadLatestComesFromRankZero(t *testing.T) {
 	if err := c0.Save(rts[0], checkpointAt(6)); err != nil {
 		t.Fatal(err)
 	}
-	truncate(t, c0.Path(6))
+	testutil.TruncateHalf(t, c0.Path(6))
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
 		c := c0
 		if r > 0 { // other hosts: an empty directory of their own
@@ -252,4 +230,15 @@ func TestReadCheckpointBounded(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
 		t.Errorf("reading them allocated %d MiB", alloc>>20)
 	}
+}
+
+// flipMiddle damages a checkpoint 30 bytes past its middle, inside the
+// encoded state.
+func flipMiddle(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.FlipBit(t, path, int(fi.Size()/2)+30)
 }

@@ -82,14 +82,7 @@ func TestLauncherJobWithoutGorun(t *testing.T) {
 			return fmt.Errorf("local %d/%d cross %d/%d, want %d/%d 0/1", rt.LocalRank(), rt.LocalSize(),
 				rt.CrossRank(), rt.CrossSize(), r, n)
 		}
-		x := hvd.NewTensor("x", []float32{float32(r + 1)})
-		if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
-			return err
-		}
-		if v := hvd.Values[float32](x)[0]; v != 6 {
-			return fmt.Errorf("sum %v, want 6", v)
-		}
-		return nil
+		return sumRanks(rt, r, 6)
 	})
 	// Rank 0 stopped serving once the mesh formed: the port is free again.
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
@@ -136,14 +129,7 @@ func TestLauncherJobTFConfig(t *testing.T) {
 		if rt.LocalRank() != r || rt.LocalSize() != 3 {
 			return fmt.Errorf("local %d/%d, want %d/3", rt.LocalRank(), rt.LocalSize(), r)
 		}
-		x := hvd.NewTensor("x", []float32{float32(r + 1)})
-		if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
-			return err
-		}
-		if v := hvd.Values[float32](x)[0]; v != 6 {
-			return fmt.Errorf("sum %v, want 6", v)
-		}
-		return nil
+		return sumRanks(rt, r, 6)
 	})
 }
 
@@ -233,14 +219,7 @@ func TestLauncherJobTLS(t *testing.T) {
 		defer rts[r].Shutdown()
 	}
 	each(t, rts, func(r int, rt *hvd.Runtime) error {
-		x := hvd.NewTensor("x", []float32{float32(r + 1)})
-		if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
-			return err
-		}
-		if v := hvd.Values[float32](x)[0]; v != 3 {
-			return fmt.Errorf("sum %v, want 3", v)
-		}
-		return nil
+		return sumRanks(rt, r, 3)
 	})
 
 	port = freePort(t)
@@ -256,4 +235,16 @@ func TestLauncherJobTLS(t *testing.T) {
 	if errs[1] == nil || !strings.Contains(errs[1].Error(), "started without it") {
 		t.Errorf("rank 1 without TLS: %v, want an error naming the mismatch", errs[1])
 	}
+}
+
+// sumRanks all-reduces r+1 over the job on rank r and checks the sum.
+func sumRanks(rt *hvd.Runtime, r int, want float32) error {
+	x := hvd.NewTensor("x", []float32{float32(r + 1)})
+	if err := rt.Allreduce(context.Background(), x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
+		return err
+	}
+	if v := hvd.Values[float32](x)[0]; v != want {
+		return fmt.Errorf("sum %v, want %v", v, want)
+	}
+	return nil
 }

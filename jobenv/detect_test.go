@@ -223,21 +223,7 @@ func TestDetectErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := detectIn(tt.env...)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if !errors.Is(err, ErrLauncher) {
-				t.Errorf("%v does not wrap ErrLauncher", err)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("error spans several lines: %q", err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			checkDetectError(t, tt.env, tt.want)
 		})
 	}
 }
@@ -321,3 +307,24 @@ func hexOf(b []byte) []byte { return []byte(hex.EncodeToString(b)) }
 func equalSlices[T comparable](a, b []T) bool { return slices.Equal(a, b) }
 
 func equalAny(a, b any) bool { return a == b }
+
+// checkDetectError checks that Detect in env fails with one line that
+// wraps ErrLauncher and mentions every string of want.
+func checkDetectError(t *testing.T, env, want []string) {
+	t.Helper()
+	_, _, err := detectIn(env...)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if !errors.Is(err, ErrLauncher) {
+		t.Errorf("%v does not wrap ErrLauncher", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error spans several lines: %q", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}

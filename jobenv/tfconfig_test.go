@@ -1,7 +1,6 @@
 package jobenv
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,21 +217,7 @@ func TestDetectTFConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := detectIn(tt.env...)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if !errors.Is(err, ErrLauncher) {
-				t.Errorf("%v does not wrap ErrLauncher", err)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("error spans several lines: %q", err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			checkDetectError(t, tt.env, tt.want)
 		})
 	}
 }
