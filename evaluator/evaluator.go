@@ -186,6 +186,7 @@ func (r *run) list() []candidate {
 	}
 	defer f.Close()
 	var cands []candidate
+	complete := true
 	for {
 		entries, err := f.ReadDir(256)
 		for _, e := range entries {
@@ -193,18 +194,21 @@ func (r *run) list() []candidate {
 				cands = append(cands, candidate{step, e.Name()})
 			}
 		}
-		if errors.Is(err, io.EOF) {
-			break
+		if err != nil && !errors.Is(err, io.EOF) {
+			r.listFailed(err)
+			complete = false
 		}
 		if err != nil {
-			r.listFailed(err)
 			break
 		}
 	}
-	r.listErr = ""
 	slices.SortFunc(cands, func(a, b candidate) int {
 		return cmp.Or(cmp.Compare(a.step, b.step), cmp.Compare(a.name, b.name))
 	})
+	if !complete { // the error stays logged once; bad files not listed may still be there
+		return cands
+	}
+	r.listErr = ""
 	if len(r.bad) > 0 { // forget the bad files that are gone or whose step is evaluated
 		listed := make(map[string]bool, len(cands))
 		for _, c := range cands {

@@ -66,7 +66,7 @@ func (c *Checkpointer) list() ([]string, error) {
 	}
 	var files []file
 	for _, e := range entries {
-		if step, ok := checkpointStep(e.Name()); ok && e.Type().IsRegular() {
+		if step, ok := CheckpointStep(e.Name()); ok && e.Type().IsRegular() {
 			files = append(files, file{step, filepath.Join(c.Dir, e.Name())})
 		}
 	}
@@ -83,10 +83,7 @@ func (c *Checkpointer) list() ([]string, error) {
 // other name (temporary files, foreign files). A reader that follows a
 // Checkpointer's directory, such as package evaluator, uses it to know which
 // files are checkpoints.
-func CheckpointStep(name string) (step int64, ok bool) { return checkpointStep(name) }
-
-// checkpointStep parses "checkpoint-<step>.ckpt".
-func checkpointStep(name string) (int64, bool) {
+func CheckpointStep(name string) (step int64, ok bool) {
 	s, ok := strings.CutPrefix(name, "checkpoint-")
 	if !ok {
 		return 0, false
