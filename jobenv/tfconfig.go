@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -141,7 +142,7 @@ func parseTFCluster(raw json.RawMessage) (map[string][]string, error) {
 	roles := []string{TFChief, TFMaster, TFWorker, TFPS, TFEvaluator}
 	cluster := make(map[string][]string, len(obj))
 	seen := map[string]string{} // address -> "type[index]" of its first task
-	for _, role := range sortedKeys(obj) {
+	for _, role := range slices.Sorted(maps.Keys(obj)) {
 		if !slices.Contains(roles, role) {
 			return nil, fmt.Errorf(`"cluster" has unknown task type %q: want chief, worker, ps or evaluator (or master, an old name for chief)`, clip(role, maxQuoted))
 		}
@@ -217,23 +218,13 @@ func parseTFTask(raw json.RawMessage, cluster map[string][]string) (TFTask, erro
 	switch {
 	case !ok:
 		return TFTask{}, fmt.Errorf(`"task" type %q is not in "cluster" (which has %s)`, clip(t.Type, maxQuoted),
-			strings.Join(sortedKeys(cluster), ", "))
+			strings.Join(slices.Sorted(maps.Keys(cluster)), ", "))
 	case t.Index < 0:
 		return TFTask{}, fmt.Errorf(`"task" index %d is negative`, t.Index)
 	case t.Index >= len(n):
 		return TFTask{}, fmt.Errorf(`"task" index %d is out of range: "cluster" has %d %q tasks`, t.Index, len(n), t.Type)
 	}
 	return t, nil
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // AllReduceAddrs returns the addresses of the all-reduce job's ranks: the

@@ -13,6 +13,10 @@ import (
 // a loaded machine (the job itself ends about 3 s after the freeze).
 const frozenWithin = 90 * time.Second
 
+// endedWithin is how soon gorun must have ended: the job runs a few steps,
+// the ranks wait 2s for the frozen one, and gorun names it at once.
+const endedWithin = 30 * time.Second
+
 // TestFrozenRankNamed: one rank of gorun -np 2 or 3 stops itself with
 // SIGSTOP at step 3 (testdata/freezerank). The others wait for it until
 // their op timeout (or stall shutdown time) of 2 s and fail; gorun ends
@@ -40,6 +44,12 @@ func TestFrozenRankNamed(t *testing.T) {
 			took := time.Since(start)
 			if ctx.Err() != nil {
 				t.Fatalf("gorun did not end within %v\nstdout:\n%s\nstderr:\n%s", frozenWithin, r.stdout, r.stderr)
+			}
+			// The ranks give up 2s after the freeze and gorun names the
+			// rank at once: the job ends in seconds (2.6-4.8s measured),
+			// far from the hang guard, with room for a loaded machine.
+			if took > endedWithin {
+				t.Errorf("gorun ended %v after its start, want within %v", took, endedWithin)
 			}
 			if r.code == 0 {
 				t.Fatalf("gorun succeeded with a frozen rank\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)

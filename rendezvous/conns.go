@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"math"
 	"net"
 	"sync"
 )
@@ -16,19 +17,8 @@ type connSet struct {
 
 // add tracks c; once the set is closed it closes c and returns false.
 func (s *connSet) add(c net.Conn) bool {
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		if s.conns == nil {
-			s.conns = make(map[net.Conn]struct{})
-		}
-		s.conns[c] = struct{}{}
-	}
-	s.mu.Unlock()
-	if closed {
-		c.Close()
-	}
-	return !closed
+	added, _ := s.addBelow(c, math.MaxInt)
+	return added
 }
 
 // addBelow is add for a set of at most most connections: when it holds

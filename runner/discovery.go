@@ -46,7 +46,7 @@ const maxDiscoveryStderr = 4 << 10
 // After every run, whatever is left of the group is killed too, so that
 // nothing the script started outlives it.
 func DiscoverHosts(ctx context.Context, script string, slotsPerHost int) ([]Host, error) {
-	out, errOut, err := runDiscovery(ctx, script, discoveryTimeout)
+	out, errOut, err := runDiscovery(ctx, script)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v; it printed %q and on stderr %q", ErrDiscovery, script, err,
 			clip(out, 200), clip(errOut, 200))
@@ -56,9 +56,10 @@ func DiscoverHosts(ctx context.Context, script string, slotsPerHost int) ([]Host
 
 // runDiscovery runs script in a process group of its own and returns what
 // it printed, or why it failed: it exited non-zero, it did not exit and
-// close its output within bound, it printed more than maxDiscoveryOutput,
+// close its output within discoveryTimeout, it printed more than maxDiscoveryOutput,
 // or ctx ended. The group is killed before runDiscovery returns.
-func runDiscovery(ctx context.Context, script string, bound time.Duration) (stdout, stderr string, err error) {
+func runDiscovery(ctx context.Context, script string) (stdout, stderr string, err error) {
+	bound := discoveryTimeout
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return "", "", err
@@ -71,7 +72,9 @@ func runDiscovery(ctx context.Context, script string, bound time.Duration) (stdo
 	defer closeFiles([]*os.File{outR, errR})
 	cmd := exec.Command(script)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, killed as a whole below; and killed with gorun should
+	// gorun die before it can (as local ranks are).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	closeFiles([]*os.File{outW, errW}) // the script holds them now
 	if err != nil {
@@ -127,14 +130,9 @@ func runDiscovery(ctx context.Context, script string, bound time.Duration) (stdo
 		if running != nil {
 			<-running // the script was killed with its group
 		}
-		return clipBytes(outBuf.Bytes(), maxDiscoveryOutput), clipBytes(errBuf.Bytes(), maxDiscoveryStderr), failure
+		return outBuf.String(), errBuf.String(), failure // DiscoverHosts quotes the start of each
 	}
 	return outBuf.String(), errBuf.String(), waitErr
-}
-
-// clipBytes is b as a string, at most n bytes of it.
-func clipBytes(b []byte, n int) string {
-	return string(b[:min(len(b), n)])
 }
 
 // discoveryWarnEvery is how often a discovery script that keeps failing

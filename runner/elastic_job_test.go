@@ -240,6 +240,28 @@ func mustBeGone(t *testing.T, pid int) {
 	}
 }
 
+// TestDiscoveryChildOfASuccessfulRun: a script that succeeds but leaves a
+// child behind (with its output sent elsewhere) does not leave it running:
+// the run kills what is left of its process group.
+func TestDiscoveryChildOfASuccessfulRun(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	script := writeScript(t, dir, "detach", "sleep 100 >/dev/null 2>&1 &\necho $! >"+pidFile+"\necho a:1\n")
+	hosts, err := DiscoverHosts(context.Background(), script, 1)
+	if err != nil || len(hosts) != 1 || hosts[0].Name != "a" {
+		t.Fatalf("DiscoverHosts = %v, %v; want host a", hosts, err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustBeGone(t, pid)
+}
+
 // TestDiscoveryBounded: a discovery script that hangs, or that exits but
 // leaves a child holding its output open, fails within the bound of one
 // run with an error saying so, and its child is killed; one that prints

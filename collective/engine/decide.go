@@ -48,7 +48,11 @@ func (n *negotiator) decide(now time.Time) decision {
 		measured = append([]*task{n.early.done}, d.tasks...)
 	}
 	d.tune = n.tuneCycle(measured, now)
-	d.inspect = n.table.len() > 0
+	// Stalls are looked for among waiting names; with none, a stall has
+	// cleared and its next one warns afresh.
+	if d.inspect = n.table.len() > 0; !d.inspect {
+		n.stall.quiet()
+	}
 	return d
 }
 

@@ -93,7 +93,7 @@ func (l *lockstep) propose(stopping ...int) ([]proposal, []byte) {
 
 // follow hands every rank the exchanged vector ctl and, where it asks for
 // one, the gather of every rank's payload in rank order; then it decides
-// and inspects at l.now.
+// and, where the decision says so, inspects at l.now.
 func (l *lockstep) follow(props []proposal, ctl []byte) []rankCycle {
 	l.t.Helper()
 	var gathered []byte
@@ -112,8 +112,9 @@ func (l *lockstep) follow(props []proposal, ctl []byte) []rankCycle {
 				l.t.Fatalf("rank %d: gathered: %v", r, err)
 			}
 		}
-		rc.decision = n.decide(l.now)
-		rc.inspected = n.inspect(l.now)
+		if rc.decision = n.decide(l.now); rc.decision.inspect { // as the Engine's cycle does
+			rc.inspected = n.inspect(l.now)
+		}
 	}
 	return out
 }

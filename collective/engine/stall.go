@@ -225,10 +225,6 @@ func (s *stallInspector) stopErr() error {
 // every rank, in the next cycle's exchange, to stop, so that every rank
 // stops in that cycle with the report of the same message table.
 func (n *negotiator) inspect(now time.Time) *logNote {
-	if n.table.len() == 0 {
-		n.stall.quiet()
-		return nil
-	}
 	rep := n.stall.check(now, n.table.waiting(), n.ranksJoined)
 	if rep == nil {
 		return nil

@@ -91,6 +91,7 @@ func TestTLSLinksOnDemandAndSharedMemory(t *testing.T) {
 		t.Fatalf("link on one host with TLS is on %v, want shared memory", got)
 	}
 	exchange(t, shm[0], shm[1])
+	tlsLinks(t, shm) // the lanes that set the rings up are TLS sessions
 }
 
 // TestTLSWrongSecretRefused: a TLS peer of another job is refused on both
