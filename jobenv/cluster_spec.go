@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/gorovod/gorovod/internal/hostlist"
+	"github.com/gorovod/gorovod/internal/readlimit"
 )
 
 // maxClusterSpec bounds the size of a GOROVOD_CLUSTER spec file: at most
@@ -121,16 +120,12 @@ func readCluster(d detector) (placement, error) {
 func readClusterData(v string) ([]byte, error) {
 	data := []byte(v)
 	if path, ok := strings.CutPrefix(v, "@"); ok {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		if data, err = io.ReadAll(io.LimitReader(f, maxClusterSpec+1)); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(data) > maxClusterSpec {
+		var err error
+		switch data, err = readlimit.File(path, maxClusterSpec); {
+		case errors.Is(err, readlimit.ErrTooLarge):
 			return nil, fmt.Errorf("%s: larger than %d MiB, the most a cluster spec may hold", path, maxClusterSpec>>20)
+		case err != nil:
+			return nil, err
 		}
 	}
 	return data, nil

@@ -3,12 +3,13 @@ package jobenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
 	"github.com/gorovod/gorovod/internal/auth"
+	"github.com/gorovod/gorovod/internal/readlimit"
 )
 
 // secret returns the job secret of a job that gorun did not start:
@@ -59,17 +60,12 @@ func ReadSecretFile(path string) ([]byte, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("%s: mode %04o lets other users read or change it; chmod 600 it", where, perm)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	if len(raw) > maxSecretFile {
+	raw, err := readlimit.File(path, maxSecretFile)
+	switch {
+	case errors.Is(err, readlimit.ErrTooLarge):
 		return nil, fmt.Errorf("%s: larger than %d KiB; want %d hexadecimal digits", where, maxSecretFile>>10, 2*auth.SecretSize)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	text := strings.TrimSpace(string(raw))
 	b, err := hex.DecodeString(text)

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
+
+	"github.com/gorovod/gorovod/internal/readlimit"
 )
 
 // notInConfigFile are the flags that a config file may not set: the file
@@ -72,19 +73,11 @@ var errConfigTooLarge = fmt.Errorf("larger than %d MiB, the most a config file m
 // readConfigFile reads the file at path, which may hold at most
 // maxConfigFile bytes (errConfigTooLarge).
 func readConfigFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxConfigFile {
+	data, err := readlimit.File(path, maxConfigFile)
+	if errors.Is(err, readlimit.ErrTooLarge) {
 		return nil, errConfigTooLarge
 	}
-	return data, nil
+	return data, err
 }
 
 // parseConfigFile reads a YAML mapping of flag names to values: a flag's
