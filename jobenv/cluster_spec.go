@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -97,21 +98,12 @@ func readCluster(d detector) (placement, error) {
 			hostOf = append(hostOf, h.Name)
 		}
 	}
-	slots := SlotsOf(hostOf)
-	index, err := clusterIndex(d, spec, len(slots))
+	index, err := clusterIndex(d, spec, len(hostOf))
 	if err != nil {
 		return placement{}, err
 	}
-	s := slots[index]
-	p := placement{rank: s.Rank, size: s.Size, localRank: s.LocalRank, localSize: s.LocalSize,
-		crossRank: s.CrossRank, crossSize: s.CrossSize, host: s.Host,
-		rdvHost: hosts[0].Name, rdvPort: spec.Port, jobID: "cluster:" + hostlist.Format(hosts)}
-	for _, sl := range slots {
-		p.hosts = append(p.hosts, sl.Host)
-	}
-	for _, h := range hosts {
-		p.nodes = append(p.nodes, h.Name)
-	}
+	p := slotPlacement(hostOf, index)
+	p.rdvHost, p.rdvPort, p.jobID = hosts[0].Name, spec.Port, "cluster:"+hostlist.Format(hosts)
 	return p, nil
 }
 
@@ -150,4 +142,20 @@ func clusterIndex(d detector, spec ClusterSpec, slots int) (int, error) {
 		return 0, fmt.Errorf("index %d is not in [0, %d): the spec's hosts have %d slots", index, slots, slots)
 	}
 	return index, nil
+}
+
+// slotPlacement places rank among the slots of hostOf (the host of each
+// slot, in rank order, as gorun fills them): its ranks and sizes, its
+// host, every slot's host, and the distinct hosts in order of first
+// appearance. The caller adds the rendezvous and the job id.
+func slotPlacement(hostOf []string, rank int) placement {
+	s := SlotsOf(hostOf)[rank]
+	p := placement{rank: s.Rank, size: s.Size, localRank: s.LocalRank, localSize: s.LocalSize,
+		crossRank: s.CrossRank, crossSize: s.CrossSize, host: s.Host, hosts: hostOf}
+	for _, h := range hostOf {
+		if !slices.Contains(p.nodes, h) {
+			p.nodes = append(p.nodes, h)
+		}
+	}
+	return p
 }

@@ -295,17 +295,9 @@ func tfPlacement(c TFConfig, prefix string) (placement, error) {
 	for i, a := range addrs {
 		hostOf[i], _, _ = net.SplitHostPort(a)
 	}
-	slots := SlotsOf(hostOf)
-	s := slots[rank]
 	_, port, _ := net.SplitHostPort(addrs[0])
 	rdvPort, _ := strconv.Atoi(port)
-	p := placement{rank: s.Rank, size: s.Size, localRank: s.LocalRank, localSize: s.LocalSize,
-		crossRank: s.CrossRank, crossSize: s.CrossSize, host: s.Host,
-		rdvHost: hostOf[0], rdvPort: rdvPort, jobID: prefix + strings.Join(addrs, ","), hosts: hostOf}
-	for _, h := range hostOf {
-		if !slices.Contains(p.nodes, h) {
-			p.nodes = append(p.nodes, h)
-		}
-	}
+	p := slotPlacement(hostOf, rank)
+	p.rdvHost, p.rdvPort, p.jobID = hostOf[0], rdvPort, prefix+strings.Join(addrs, ",")
 	return p, nil
 }
