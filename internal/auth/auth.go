@@ -37,6 +37,12 @@ var tlsMagic = [4]byte{'G', 'R', 'V', 'T'}
 // ErrAuth too.
 var ErrMismatch = fmt.Errorf("%w: TLS mismatch", ErrAuth)
 
+// The two sides of a mismatch, as each side sees it.
+var (
+	errPeerUsesTLS = fmt.Errorf("%w: the peer uses TLS (--tls, GOROVOD_TLS=1) but this side was started without it: every rank and the launcher must agree", ErrMismatch)
+	errSelfUsesTLS = fmt.Errorf("%w: this side uses TLS (--tls, GOROVOD_TLS=1) but the peer was started without it: every rank and the launcher must agree", ErrMismatch)
+)
+
 // Conn is what the handshake needs: a stream with a deadline (net.Conn is one).
 type Conn interface {
 	io.ReadWriter
@@ -64,7 +70,7 @@ func Server(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("%w: read response: %w", ErrAuth, err)
 	}
 	if [4]byte(head[:4]) == tlsMagic {
-		return nil, fmt.Errorf("%w: the peer uses TLS (--tls, GOROVOD_TLS=1) but this side was started without it: every rank and the launcher must agree", ErrMismatch)
+		return nil, errPeerUsesTLS
 	}
 	if [4]byte(head[:4]) != magic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])
@@ -106,7 +112,7 @@ func Client(c Conn, secret, hello []byte, deadline time.Time) ([]byte, error) {
 		// Answer in kind, so that the TLS side names the mismatch too
 		// rather than reporting a connection closed mid-handshake.
 		_, _ = c.Write(preamble(magic))
-		return nil, fmt.Errorf("%w: the peer uses TLS (--tls, GOROVOD_TLS=1) but this side was started without it: every rank and the launcher must agree", ErrMismatch)
+		return nil, errPeerUsesTLS
 	}
 	if [4]byte(head[:4]) != magic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])

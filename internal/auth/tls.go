@@ -129,7 +129,7 @@ func (g *Guard) Client(c net.Conn, hello []byte, deadline time.Time) (net.Conn, 
 	case tlsMagic:
 	case magic:
 		_, _ = c.Write(preamble(tlsMagic)) // the plain server then names the mismatch too
-		return nil, nil, fmt.Errorf("%w: this side uses TLS (--tls, GOROVOD_TLS=1) but the peer was started without it: every rank and the launcher must agree", ErrMismatch)
+		return nil, nil, errSelfUsesTLS
 	default:
 		return nil, nil, fmt.Errorf("%w: bad magic %q", ErrAuth, head[:4])
 	}
@@ -154,7 +154,7 @@ func notTLS(c net.Conn, first byte) error {
 	rest := make([]byte, len(magic)-1)
 	if first == magic[0] {
 		if _, err := io.ReadFull(c, rest); err == nil && bytes.Equal(rest, magic[1:]) {
-			return fmt.Errorf("%w: this side uses TLS (--tls, GOROVOD_TLS=1) but the peer was started without it: every rank and the launcher must agree", ErrMismatch)
+			return errSelfUsesTLS
 		}
 	}
 	return fmt.Errorf("%w: peer sent %#x, not a TLS handshake", ErrAuth, first)
