@@ -373,7 +373,7 @@ func TestElasticSynthetic(t *testing.T) {
 	}
 	stdout, stderr := g.finish(t)
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`Reset 1: 2 ranks went on from step \d+: formed and synced [\d.]+[µm]?s after this rank saw the failure, first step done [\d.]+[µm]?s after that`),
+		regexp.MustCompile(`Reset 1: 2 ranks went on from step \d+: formed and synced [\d.]+[µm]?s after this rank saw the job change, first step done [\d.]+[µm]?s after that`),
 		regexp.MustCompile(`Commit per step on rank 0: [\d.]+[µm]?s, [\d.]+% of a step of \d+ms`),
 		regexp.MustCompile(`Iter #11: [\d.]+ img/sec per rank on 2 ranks`),
 	} {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -20,7 +19,7 @@ type elasticRun struct {
 	progress *struct{ Step int }
 	total    int // steps to run: warm-up and timed
 
-	failed  time.Time     // when this worker saw the job break
+	changed time.Time     // when this worker last saw its formation end
 	formed  time.Time     // when the last re-formation was synced
 	resets  []string      // one line per reset
 	commits time.Duration // spent in Commit on this worker
@@ -51,9 +50,14 @@ func runElastic(ctx context.Context, cfg config, specs []tensorSpec) error {
 	var last *hvd.Runtime
 	err = hvd.RunElastic(ctx, ecfg, e.state, func(ctx context.Context, rt *hvd.Runtime) error {
 		last = rt
+		// Any error ends this formation: a step that failed because a
+		// rank was lost, or a commit that saw the launcher's newer
+		// generation (hvd.ErrHostsUpdated, which also comes from a step
+		// when that generation leaves a rank out). Either way the reset
+		// is timed from here.
 		err := e.train(ctx, rt, sgd)
-		if err != nil && !errors.Is(err, hvd.ErrHostsUpdated) {
-			e.failed = time.Now()
+		if err != nil {
+			e.changed = time.Now()
 		}
 		return err
 	})
@@ -81,7 +85,7 @@ func (e *elasticRun) train(ctx context.Context, rt *hvd.Runtime, sgd hvd.Optimiz
 	if err != nil {
 		return err
 	}
-	first := !e.failed.IsZero()
+	first := !e.changed.IsZero()
 	start := time.Now()
 	for e.progress.Step < e.total {
 		t0 := time.Now()
@@ -91,8 +95,8 @@ func (e *elasticRun) train(ctx context.Context, rt *hvd.Runtime, sgd hvd.Optimiz
 		e.progress.Step++
 		t1 := time.Now()
 		if first {
-			e.resets = append(e.resets, fmt.Sprintf("Reset %d: %d ranks went on from step %d: formed and synced %v after this rank saw the failure, first step done %v after that",
-				len(e.resets)+1, rt.Size(), e.progress.Step-1, e.formed.Sub(e.failed).Round(time.Microsecond), t1.Sub(e.formed).Round(time.Microsecond)))
+			e.resets = append(e.resets, fmt.Sprintf("Reset %d: %d ranks went on from step %d: formed and synced %v after this rank saw the job change, first step done %v after that",
+				len(e.resets)+1, rt.Size(), e.progress.Step-1, e.formed.Sub(e.changed).Round(time.Microsecond), t1.Sub(e.formed).Round(time.Microsecond)))
 			b.printf("%s\n", e.resets[len(e.resets)-1])
 			first = false
 		}
