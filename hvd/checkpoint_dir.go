@@ -42,6 +42,13 @@ func (c *Checkpointer) Save(rt *Runtime, ck *Checkpoint) error {
 	if rt.Rank() != 0 {
 		return nil
 	}
+	return c.Write(ck)
+}
+
+// Write writes ck atomically, whatever process calls it, and prunes as
+// Save does: for a writer that is not a rank of an all-reduce job, such as
+// the chief of a parameter-server job (package ps).
+func (c *Checkpointer) Write(ck *Checkpoint) error {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return fmt.Errorf("hvd: checkpoint directory: %w", err)
 	}

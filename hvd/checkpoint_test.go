@@ -103,6 +103,26 @@ func TestSaveKeepsTheLastK(t *testing.T) {
 	}
 }
 
+// TestWriteWithoutARuntime: Write needs no runtime (a parameter-server
+// chief has none), creates the directory, prunes beyond Keep, and what it
+// wrote is what Latest reads.
+func TestWriteWithoutARuntime(t *testing.T) {
+	c := &hvd.Checkpointer{Dir: filepath.Join(t.TempDir(), "new"), Keep: 2, Logger: quiet}
+	for s := int64(10); s <= 30; s += 10 {
+		if err := c.Write(checkpointAt(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(c.Dir)
+	if len(entries) != 2 {
+		t.Errorf("directory holds %d files, want 2 (Keep)", len(entries))
+	}
+	ck, _, err := c.Latest()
+	if err != nil || ck == nil || !reflect.DeepEqual(ck, checkpointAt(30)) {
+		t.Fatalf("Latest = %+v, %v; want the checkpoint of step 30", ck, err)
+	}
+}
+
 func TestLoadLatestComesFromRankZero(t *testing.T) {
 	rts := hvdtest.Start(t, 3)
 	root := t.TempDir()
