@@ -32,11 +32,14 @@ type config struct {
 	CkptEvery   int // steps between checkpoints; 0: at the end of each epoch
 	Keep        int
 	Resume      bool
-	MaxSteps    int64 // stop after this many steps in all (0: run every epoch)
-	LogEvery    int   // steps between progress lines; 0: ten per epoch
-	Threads     int   // OpenBLAS threads; 0: CPUs / ranks on this host
-	Elastic     bool  // train through hvd.RunElastic (gorun --min-np)
-	CommitEvery int   // steps between elastic commits
+	MaxSteps    int64  // stop after this many steps in all (0: run every epoch)
+	LogEvery    int    // steps between progress lines; 0: ten per epoch
+	Threads     int    // OpenBLAS threads; 0: CPUs / ranks on this host
+	Elastic     bool   // train through hvd.RunElastic (gorun --min-np)
+	CommitEvery int    // steps between elastic commits
+	Mode        string // allreduce, ps or evaluator
+	EvalFinal   int64  // evaluator: stop after the checkpoint of this step (0: ps mode's last step, or never)
+	EvalMax     int    // evaluator: stop after this many evaluations (0: no limit)
 }
 
 // flags registers cfg's fields on fs; compression is parsed afterwards.
@@ -69,6 +72,9 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.IntVar(&cfg.LogEvery, "log-every", 0, "steps between progress lines (0: ten per epoch)")
 	fs.IntVar(&cfg.Threads, "threads", 0, "OpenBLAS threads per rank (0: CPUs / ranks on this host)")
 	fs.BoolVar(&cfg.Elastic, "elastic", false, "train as an elastic job (start with gorun --min-np N): ranks that fail are dropped and the rest go on from the last commit")
+	fs.StringVar(&cfg.Mode, "mode", modeAllReduce, "allreduce (gorun -np N), ps (parameter servers: gorun --ps N -np M) or evaluator (score each checkpoint of -checkpoint-dir as it appears)")
+	fs.Int64Var(&cfg.EvalFinal, "eval-final-step", 0, "evaluator: stop after the checkpoint of this step (0: in ps mode the run's last step, otherwise run until a signal)")
+	fs.IntVar(&cfg.EvalMax, "eval-max", 0, "evaluator: stop after this many evaluations (0: no limit)")
 	fs.IntVar(&cfg.CommitEvery, "commit-every", 10, "steps between commits of the elastic state (-elastic)")
 	return fs.String("compression", "none", "gradient wire type: none, fp32, fp16, bf16")
 }

@@ -6,6 +6,7 @@
 //	go build -o bin/mnist ./examples/mnist
 //	bin/gorun -np 4 bin/mnist -epochs 5 -checkpoint-dir /tmp/mnist
 //	bin/gorun -np 4 --min-np 2 bin/mnist -elastic   # survives lost ranks
+//	bin/gorun --ps 2 -np 2 --evaluator bin/mnist -mode ps -checkpoint-dir /tmp/ps
 //
 // Without Fashion-MNIST installed (apt-get install dataset-fashion-mnist)
 // it says so and trains on a small synthetic set instead.
@@ -13,6 +14,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -43,6 +45,21 @@ func run(args []string) error {
 		return err
 	}
 	ctx := context.Background()
+	role, err := hvd.Role()
+	if err != nil {
+		return err
+	}
+	switch {
+	case cfg.Mode == modeEvaluator || role == "evaluator":
+		return evaluate(ctx, cfg, os.Stdout)
+	case cfg.Mode == modePS:
+		if cfg.Elastic {
+			return errors.New("-elastic is for -mode allreduce: a ps-mode job already survives lost workers")
+		}
+		return trainPS(ctx, cfg, os.Stdout)
+	case cfg.Mode != modeAllReduce:
+		return fmt.Errorf("unknown -mode %q (want allreduce, ps or evaluator)", cfg.Mode)
+	}
 	if cfg.Elastic {
 		return trainElastic(ctx, cfg, os.Stdout)
 	}

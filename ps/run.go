@@ -1,0 +1,180 @@
+package ps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
+)
+
+// Program is a parameter-server training program: the step functions
+// every worker offers and the chief's loop. Run gives each process of the
+// job its part.
+type Program struct {
+	// Steps are the step functions the chief may schedule, by name; at
+	// least one. They run on the workers, each with a Client attached to
+	// the servers (WorkerContext.Client).
+	Steps map[string]StepFunc
+	// Chief is the chief's loop: create the variables on the servers
+	// (Chief.Client.Create), schedule steps, join them, checkpoint. Its
+	// error is the job's.
+	Chief func(ctx context.Context, c *Chief) error
+	// Staleness is the servers' stale-synchronous bound
+	// (ServerConfig.Staleness); 0 trains asynchronously.
+	Staleness int
+	// HeartbeatTimeout is how long a silent worker keeps its steps before
+	// the chief hands them to another (CoordinatorConfig.HeartbeatTimeout);
+	// 0 means DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+}
+
+// Chief is what the chief's loop drives: the coordinator, whose Schedule
+// and Join it calls, and a client of the servers.
+type Chief struct {
+	*Coordinator
+	// Client is connected to every server (WorkerID -1: it never waits
+	// for a staleness bound).
+	Client *Client
+	job    *Job
+}
+
+// Servers is the number of parameter servers in the job.
+func (c *Chief) Servers() int { return c.job.Servers }
+
+// JobWorkers is the number of workers the job was started with
+// (Coordinator.Workers counts those connected now).
+func (c *Chief) JobWorkers() int { return c.job.Workers }
+
+// serverWatch is how often the chief pings the servers while its loop
+// runs; a server that does not answer within the call timeout fails the
+// coordinator, so the job ends naming it within about
+// serverWatch + the call timeout even while no step runs.
+const serverWatch = time.Second
+
+// Run runs this process's part of a parameter-server job, as the
+// environment says (see Join): a server serves until the chief shuts the
+// servers down; a worker runs the steps the chief schedules until the
+// chief stops it; the chief runs p.Chief, then shuts the servers down
+// and stops the workers, whatever p.Chief returned, and returns its
+// error. The evaluator is an error: it runs evaluator.Run instead. ctx
+// bounds everything; the start is bounded as Join says.
+func Run(ctx context.Context, p Program) error {
+	if len(p.Steps) == 0 || p.Chief == nil {
+		return errors.New("ps: Run: the Program needs Steps and a Chief")
+	}
+	job, err := Join(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer job.Close()
+	switch job.Role {
+	case jobenv.RolePS:
+		return Serve(ctx, ServerConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Index: job.Index,
+			Logger: job.Logger, Staleness: p.Staleness, OpTimeout: job.OpTimeout})
+	case jobenv.RoleWorker:
+		return runWorker(ctx, job, p)
+	case jobenv.RoleChief:
+		return runChief(ctx, job, p)
+	}
+	return fmt.Errorf("ps: Run: unexpected role %q", job.Role)
+}
+
+// runWorker attaches to the servers before its first step (the chief
+// creates the variables before it schedules any) and runs steps.
+func runWorker(ctx context.Context, job *Job, p Program) error {
+	client, err := DialServers(ctx, job.ServerAddrs, ClientConfig{Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
+		CallTimeout: callTimeout(job), WorkerID: job.Index})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	var attach sync.Once
+	var attachErr error
+	steps := make(map[string]StepFunc, len(p.Steps))
+	for name, f := range p.Steps {
+		steps[name] = func(ctx context.Context, w *WorkerContext, args []byte) ([]byte, error) {
+			attach.Do(func() { attachErr = client.Attach(ctx) })
+			if attachErr != nil {
+				return nil, attachErr
+			}
+			return f(ctx, w, args)
+		}
+	}
+	return RunWorker(ctx, WorkerConfig{ChiefAddr: job.ChiefAddr, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
+		Index: job.Index, Workers: job.Workers, Steps: steps, Client: client, HeartbeatTimeout: p.HeartbeatTimeout})
+}
+
+// callTimeout bounds each call to a server: the op timeout, as every
+// wait for another process of a job is bounded.
+func callTimeout(job *Job) time.Duration {
+	if job.OpTimeout > 0 {
+		return job.OpTimeout
+	}
+	return DefaultCallTimeout
+}
+
+// runChief runs the coordinator and the chief's loop, watching the
+// servers, then ends the job.
+func runChief(ctx context.Context, job *Job, p Program) error {
+	coord, err := NewCoordinator(CoordinatorConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
+		HeartbeatTimeout: p.HeartbeatTimeout})
+	if err != nil {
+		return err
+	}
+	if err := coord.Start(); err != nil {
+		return err
+	}
+	defer coord.Stop()
+	client, err := DialServers(ctx, job.ServerAddrs, ClientConfig{Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
+		CallTimeout: min(callTimeout(job), 10*time.Second), WorkerID: -1})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchServers(wctx, client, coord)
+	}()
+	loopErr := p.Chief(ctx, &Chief{Coordinator: coord, Client: client, job: job})
+	stopWatch()
+	<-watched
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownBound)
+	defer cancel()
+	if err := client.Shutdown(sctx); err != nil && loopErr == nil {
+		loopErr = fmt.Errorf("ps: shutting the servers down: %w", err)
+	}
+	return loopErr
+}
+
+// shutdownBound bounds the chief's Shutdown of the servers at the end.
+const shutdownBound = 10 * time.Second
+
+// watchServers pings every server each serverWatch until ctx ends; the
+// first that does not answer fails the coordinator with its ServerError,
+// so the chief's waits end naming it.
+func watchServers(ctx context.Context, client *Client, coord *Coordinator) {
+	t := time.NewTicker(serverWatch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := client.Ping(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if se := (*ServerError)(nil); errors.As(err, &se) {
+				coord.Fail(err)
+				return
+			}
+		}
+	}
+}
