@@ -86,7 +86,7 @@ type Client struct {
 
 // clientLayout is the layout a client learned, indexed for Pull and Push.
 type clientLayout struct {
-	wire  wireLayout
+	wire  srvLayoutWire
 	opt   Optimizer
 	vars  []VarInfo
 	elems []int          // of each variable
@@ -125,8 +125,8 @@ func DialServers(ctx context.Context, addrs []string, cfg ClientConfig) (*Client
 		return nil, fmt.Errorf("%w: secret is %d bytes, want %d", ErrConfig, len(cfg.Secret), auth.SecretSize)
 	case cfg.CallTimeout < 0:
 		return nil, fmt.Errorf("%w: negative call timeout %s", ErrConfig, cfg.CallTimeout)
-	case cfg.WorkerID < -1 || cfg.WorkerID >= maxWorkerID:
-		return nil, fmt.Errorf("%w: worker id %d out of range [-1, %d)", ErrConfig, cfg.WorkerID, maxWorkerID)
+	case cfg.WorkerID < -1 || cfg.WorkerID >= srvMaxWorkerID:
+		return nil, fmt.Errorf("%w: worker id %d out of range [-1, %d)", ErrConfig, cfg.WorkerID, srvMaxWorkerID)
 	}
 	for i, a := range addrs {
 		if a == "" {
@@ -215,7 +215,7 @@ func (sc *srvConn) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteClos
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
 	heard := &srvHeardConn{Conn: conn}
-	stream, hello, err := sc.guard.Client(heard, []byte(srvHelloClient), time.Now().Add(DefaultHandshakeTimeout))
+	stream, hello, err := sc.guard.Client(heard, []byte(srvHelloClient), time.Now().Add(srvHandshakeTimeout))
 	if err == nil && string(hello) != srvHelloServer {
 		err = fmt.Errorf("%w: peer speaks %q, not the parameter-server protocol", auth.ErrAuth, hello)
 	}
@@ -233,7 +233,7 @@ func (sc *srvConn) onConnect(_ string, rwc io.ReadWriteCloser) (io.ReadWriteClos
 	if stream == net.Conn(heard) {
 		stream = conn // in clear: no need to watch reads any more
 	}
-	return newFrameConn(stream, maxMessageBytes, false), nil
+	return newSrvFrameConn(stream, srvMaxMessage, false), nil
 }
 
 // srvHeardConn notes whether the other end sent a byte.
@@ -258,7 +258,7 @@ func (sc *srvConn) dial(addr string) (io.ReadWriteCloser, error) {
 		if err := sc.link.pace(sc.c.life); err != nil {
 			return nil, err
 		}
-		d := net.Dialer{Timeout: DefaultHandshakeTimeout, KeepAlive: 15 * time.Second}
+		d := net.Dialer{Timeout: srvHandshakeTimeout, KeepAlive: 15 * time.Second}
 		conn, err := d.DialContext(sc.c.life, "tcp", addr)
 		if err != nil {
 			if sc.c.life.Err() != nil {
@@ -397,11 +397,11 @@ func (c *Client) Create(ctx context.Context, vars []Variable, p Partitioner, opt
 	if err != nil {
 		return fmt.Errorf("%w: Create: %w", ErrBadRequest, err)
 	}
-	wl := wireLayout{Servers: len(c.servers), Vars: make([]wireVar, len(pl.Vars))}
+	wl := srvLayoutWire{Servers: len(c.servers), Vars: make([]srvVarWire, len(pl.Vars))}
 	for i, v := range pl.Vars {
-		wv := wireVar{Name: v.Name, Shape: slices.Clone(v.Shape)}
+		wv := srvVarWire{Name: v.Name, Shape: slices.Clone(v.Shape)}
 		for _, sh := range v.Shards {
-			wv.Shards = append(wv.Shards, wireShard{Start: sh.Rows.Start, End: sh.Rows.End, Server: sh.Server})
+			wv.Shards = append(wv.Shards, srvShardWire{Start: sh.Rows.Start, End: sh.Rows.End, Server: sh.Server})
 		}
 		wl.Vars[i] = wv
 	}
@@ -467,7 +467,7 @@ func (c *Client) Attach(ctx context.Context) error {
 		return err
 	}
 	for i, r := range got[1:] {
-		if r.Opt != got[0].Opt || !layoutsEqual(r.Layout, got[0].Layout) {
+		if r.Opt != got[0].Opt || !srvLayoutsEqual(r.Layout, got[0].Layout) {
 			return fmt.Errorf("%w: Attach: servers 0 and %d hold different layouts or optimizers", ErrLayout, i+1)
 		}
 	}
@@ -622,8 +622,8 @@ func (c *Client) Load(ctx context.Context, values map[string][]float64, step int
 // staleness bound (the chief, on losing a worker); the worker counts again
 // once it pulls or pushes.
 func (c *Client) Drop(ctx context.Context, workerID int) error {
-	if workerID < 0 || workerID >= maxWorkerID {
-		return fmt.Errorf("%w: Drop: worker id %d out of range [0, %d)", ErrBadRequest, workerID, maxWorkerID)
+	if workerID < 0 || workerID >= srvMaxWorkerID {
+		return fmt.Errorf("%w: Drop: worker id %d out of range [0, %d)", ErrBadRequest, workerID, srvMaxWorkerID)
 	}
 	return c.each(ctx, func(ctx context.Context, sc *srvConn) error {
 		_, err := c.call(ctx, sc, "Drop", &srvWorkerReq{Worker: workerID}, c.cfg.CallTimeout)
@@ -674,7 +674,7 @@ func (c *Client) String() string {
 }
 
 // newClientLayout checks a layout and indexes it.
-func newClientLayout(wl wireLayout, opt Optimizer) (*clientLayout, error) {
+func newClientLayout(wl srvLayoutWire, opt Optimizer) (*clientLayout, error) {
 	l := &clientLayout{
 		wire:  wl,
 		opt:   opt,
@@ -685,7 +685,7 @@ func newClientLayout(wl wireLayout, opt Optimizer) (*clientLayout, error) {
 		names: make(map[string]int, len(wl.Vars)),
 	}
 	for s := range wl.Servers {
-		if _, err := checkLayout(&wl, s); err != nil {
+		if _, err := srvCheckLayout(&wl, s); err != nil {
 			return nil, err
 		}
 	}

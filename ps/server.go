@@ -18,8 +18,8 @@ import (
 
 // Defaults of ServerConfig and ClientConfig.
 const (
-	// DefaultHandshakeTimeout bounds the authentication of one connection.
-	DefaultHandshakeTimeout = 5 * time.Second
+	// srvHandshakeTimeout bounds the authentication of one connection.
+	srvHandshakeTimeout = 5 * time.Second
 	// DefaultOpTimeout is ServerConfig.OpTimeout when it is zero: how long
 	// a worker may stay silent before the staleness bound stops waiting
 	// for it (as settings.DefaultOpTimeout bounds every wait for a rank).
@@ -116,7 +116,7 @@ type Server struct {
 // srvTable is what Create gave a server: the whole layout, the optimizer,
 // and the state of this server's shards in layout order.
 type srvTable struct {
-	layout wireLayout
+	layout srvLayoutWire
 	opt    Optimizer
 	shards []*shardState
 	bytes  int // of this server's values: the length of every Pull, Push and Load
@@ -276,8 +276,8 @@ func (s *Server) String() string {
 
 // onConnect is the server's gorpc OnConnect hook: the mutual HMAC
 // handshake (inside TLS with ServerConfig.TLS), under
-// DefaultHandshakeTimeout, before gorpc reads a byte; then the stream's
-// messages are bounded (frameConn). A peer that fails is logged (remote
+// srvHandshakeTimeout, before gorpc reads a byte; then the stream's
+// messages are bounded (srvFrameConn). A peer that fails is logged (remote
 // address only) and dropped. At most srvMaxHandshakes connections are
 // inside the handshake at once; Stop closes those, so it never waits for
 // the deadline.
@@ -298,7 +298,7 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 	}
 	s.refusing.Store(false)
 	defer s.handshakes.remove(conn)
-	stream, hello, err := s.guard.Server(conn, []byte(srvHelloServer), time.Now().Add(DefaultHandshakeTimeout))
+	stream, hello, err := s.guard.Server(conn, []byte(srvHelloServer), time.Now().Add(srvHandshakeTimeout))
 	if err == nil && string(hello) != srvHelloClient {
 		err = fmt.Errorf("%w: peer speaks %q, not the parameter-server protocol", auth.ErrAuth, hello)
 	}
@@ -308,7 +308,7 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrAuth, remote, err)
 	}
-	lc := &srvLiveConn{frameConn: newFrameConn(stream, maxMessageBytes, true), set: &s.live}
+	lc := &srvLiveConn{srvFrameConn: newSrvFrameConn(stream, srvMaxMessage, true), set: &s.live}
 	if !s.live.add(lc) {
 		return nil, ErrStopped
 	}
@@ -318,14 +318,14 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 // srvLiveConn is an authenticated connection; it leaves its set when gorpc
 // closes it.
 type srvLiveConn struct {
-	*frameConn
+	*srvFrameConn
 	set *srvConnSet
 }
 
 // Close untracks and closes the connection.
 func (c *srvLiveConn) Close() error {
 	c.set.remove(c)
-	return c.frameConn.Close()
+	return c.srvFrameConn.Close()
 }
 
 // enter admits a handler, or fails once the server is stopping.
@@ -362,9 +362,9 @@ func (s *Server) wait(ch <-chan struct{}, d time.Duration) (bool, error) {
 	}
 }
 
-func checkWorker(w int) error {
-	if w < -1 || w >= maxWorkerID {
-		return fmt.Errorf("%w: worker id %d out of range [-1, %d)", ErrBadRequest, w, maxWorkerID)
+func srvCheckWorker(w int) error {
+	if w < -1 || w >= srvMaxWorkerID {
+		return fmt.Errorf("%w: worker id %d out of range [-1, %d)", ErrBadRequest, w, srvMaxWorkerID)
 	}
 	return nil
 }
@@ -391,7 +391,7 @@ func (v *srvService) Create(remote string, r *srvCreateReq) error {
 	if err := opt.validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	sizes, err := checkLayout(&r.Layout, s.cfg.Index)
+	sizes, err := srvCheckLayout(&r.Layout, s.cfg.Index)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -405,7 +405,7 @@ func (v *srvService) Create(remote string, r *srvCreateReq) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.table; t != nil {
-		if t.opt != opt || !layoutsEqual(t.layout, r.Layout) {
+		if t.opt != opt || !srvLayoutsEqual(t.layout, r.Layout) {
 			return fmt.Errorf("%w: server %d already holds variables with another layout or optimizer", ErrLayout, s.cfg.Index)
 		}
 		return nil
@@ -451,7 +451,7 @@ func (v *srvService) Pull(r *srvPullReq) (*srvPullResp, error) {
 		return nil, err
 	}
 	defer s.handlers.leave()
-	if err := checkWorker(r.Worker); err != nil {
+	if err := srvCheckWorker(r.Worker); err != nil {
 		return nil, err
 	}
 	t, err := s.tbl()
@@ -483,7 +483,7 @@ func (v *srvService) Push(r *srvPushReq) error {
 		return err
 	}
 	defer s.handlers.leave()
-	if err := checkWorker(r.Worker); err != nil {
+	if err := srvCheckWorker(r.Worker); err != nil {
 		return err
 	}
 	t, err := s.tbl()
@@ -546,7 +546,7 @@ func (v *srvService) Drop(r *srvWorkerReq) error {
 		return err
 	}
 	defer s.handlers.leave()
-	if err := checkWorker(r.Worker); err != nil {
+	if err := srvCheckWorker(r.Worker); err != nil {
 		return err
 	}
 	s.clocks.drop(r.Worker)
@@ -576,29 +576,29 @@ func (v *srvService) Ping() error {
 	return nil
 }
 
-// checkLayout checks a layout from the wire and returns the element count
+// srvCheckLayout checks a layout from the wire and returns the element count
 // of each of server index's shards, in layout order. It bounds everything
 // before anything is allocated from it.
-func checkLayout(l *wireLayout, index int) ([]int, error) {
+func srvCheckLayout(l *srvLayoutWire, index int) ([]int, error) {
 	if l.Servers < 1 || index >= l.Servers {
 		return nil, fmt.Errorf("layout for %d servers, this is server %d", l.Servers, index)
 	}
-	if len(l.Vars) == 0 || len(l.Vars) > maxVars {
-		return nil, fmt.Errorf("layout has %d variables, want 1 to %d", len(l.Vars), maxVars)
+	if len(l.Vars) == 0 || len(l.Vars) > srvMaxVars {
+		return nil, fmt.Errorf("layout has %d variables, want 1 to %d", len(l.Vars), srvMaxVars)
 	}
 	names := make(map[string]bool, len(l.Vars))
 	var sizes []int
 	shards, bytes := 0, int64(0)
 	for _, v := range l.Vars {
-		if v.Name == "" || len(v.Name) > maxNameLen {
-			return nil, fmt.Errorf("variable name %.40q: want 1 to %d bytes", v.Name, maxNameLen)
+		if v.Name == "" || len(v.Name) > srvMaxNameLen {
+			return nil, fmt.Errorf("variable name %.40q: want 1 to %d bytes", v.Name, srvMaxNameLen)
 		}
 		if names[v.Name] {
 			return nil, fmt.Errorf("variable %q appears twice", v.Name)
 		}
 		names[v.Name] = true
-		if len(v.Shape) == 0 || len(v.Shape) > maxDims {
-			return nil, fmt.Errorf("variable %q: %d dimensions, want 1 to %d", v.Name, len(v.Shape), maxDims)
+		if len(v.Shape) == 0 || len(v.Shape) > srvMaxDims {
+			return nil, fmt.Errorf("variable %q: %d dimensions, want 1 to %d", v.Name, len(v.Shape), srvMaxDims)
 		}
 		rowElems := int64(1)
 		for i, d := range v.Shape {
@@ -615,8 +615,8 @@ func checkLayout(l *wireLayout, index int) ([]int, error) {
 		if len(v.Shards) == 0 || len(v.Shards) > v.Shape[0] {
 			return nil, fmt.Errorf("variable %q: %d shards for %d rows", v.Name, len(v.Shards), v.Shape[0])
 		}
-		if shards += len(v.Shards); shards > maxTotalShards {
-			return nil, fmt.Errorf("layout has more than %d shards", maxTotalShards)
+		if shards += len(v.Shards); shards > srvMaxShards {
+			return nil, fmt.Errorf("layout has more than %d shards", srvMaxShards)
 		}
 		next := 0
 		for k, sh := range v.Shards {
@@ -641,8 +641,8 @@ func checkLayout(l *wireLayout, index int) ([]int, error) {
 	return sizes, nil
 }
 
-func layoutsEqual(a, b wireLayout) bool {
-	return a.Servers == b.Servers && slices.EqualFunc(a.Vars, b.Vars, func(x, y wireVar) bool {
+func srvLayoutsEqual(a, b srvLayoutWire) bool {
+	return a.Servers == b.Servers && slices.EqualFunc(a.Vars, b.Vars, func(x, y srvVarWire) bool {
 		return x.Name == y.Name && slices.Equal(x.Shape, y.Shape) && slices.Equal(x.Shards, y.Shards)
 	})
 }

@@ -220,7 +220,7 @@ func TestServerAttachLayoutMismatch(t *testing.T) {
 	_, addrs := startPS(t, 2, secret, 0, nil)
 	chief := dialPS(t, addrs, ClientConfig{Secret: secret, WorkerID: -1})
 	ctx := psCtx(t, 20*time.Second)
-	wl := wireLayout{Servers: 2, Vars: []wireVar{{Name: "w", Shape: []int{2}, Shards: []wireShard{{0, 1, 0}, {1, 2, 1}}}}}
+	wl := srvLayoutWire{Servers: 2, Vars: []srvVarWire{{Name: "w", Shape: []int{2}, Shards: []srvShardWire{{0, 1, 0}, {1, 2, 1}}}}}
 	for i, lr := range []float64{0.1, 0.2} {
 		req := &srvCreateReq{Index: i, Layout: wl, Opt: Optimizer{Kind: OptimizerSGD, LR: lr}, Values: make([]byte, 8)}
 		if _, err := chief.call(ctx, chief.servers[i], "Create", req, time.Minute); err != nil {
@@ -511,7 +511,7 @@ func TestServerBadRequests(t *testing.T) {
 	}{
 		{"Push", &srvPushReq{Worker: -1, Grads: make([]byte, 7)}},
 		{"Push", &srvPushReq{Worker: -1, Grads: make([]byte, 8*100)}},
-		{"Push", &srvPushReq{Worker: maxWorkerID, Grads: make([]byte, 8*c.layout.bytes[1])}},
+		{"Push", &srvPushReq{Worker: srvMaxWorkerID, Grads: make([]byte, 8*c.layout.bytes[1])}},
 		{"Push", &srvPushReq{Worker: -2}},
 		{"Load", &srvLoadReq{Values: make([]byte, 3)}},
 		{"Load", &srvLoadReq{Values: make([]byte, 8*c.layout.bytes[1]/8), Step: -1}},
@@ -519,7 +519,7 @@ func TestServerBadRequests(t *testing.T) {
 		{"Drop", &srvWorkerReq{Worker: 1 << 20}},
 		{"Create", &srvCreateReq{Index: 0, Layout: wl, Opt: psSGD1}},
 		{"Create", &srvCreateReq{Index: 1, Layout: wl, Opt: psSGD1, Values: make([]byte, 1)}},
-		{"Create", &srvCreateReq{Index: 1, Layout: wireLayout{Servers: 2}, Opt: psSGD1}},
+		{"Create", &srvCreateReq{Index: 1, Layout: srvLayoutWire{Servers: 2}, Opt: psSGD1}},
 		{"Create", &srvCreateReq{Index: 1, Layout: wl, Opt: Optimizer{Kind: "sgd", LR: -1}}},
 	} {
 		_, err := c.call(ctx, sc, tc.method, tc.req, 10*time.Second)
@@ -539,59 +539,59 @@ func TestServerBadRequests(t *testing.T) {
 	}
 }
 
-func TestCheckLayout(t *testing.T) {
-	ok := func() wireLayout {
-		return wireLayout{Servers: 2, Vars: []wireVar{
-			{Name: "w", Shape: []int{4, 3}, Shards: []wireShard{{0, 2, 0}, {2, 4, 1}}},
-			{Name: "b", Shape: []int{3}, Shards: []wireShard{{0, 3, 1}}},
+func TestSrvCheckLayout(t *testing.T) {
+	ok := func() srvLayoutWire {
+		return srvLayoutWire{Servers: 2, Vars: []srvVarWire{
+			{Name: "w", Shape: []int{4, 3}, Shards: []srvShardWire{{0, 2, 0}, {2, 4, 1}}},
+			{Name: "b", Shape: []int{3}, Shards: []srvShardWire{{0, 3, 1}}},
 		}}
 	}
 	l := ok()
-	if sizes, err := checkLayout(&l, 1); err != nil || fmt.Sprint(sizes) != "[6 3]" {
+	if sizes, err := srvCheckLayout(&l, 1); err != nil || fmt.Sprint(sizes) != "[6 3]" {
 		t.Fatalf("valid layout: %v %v", sizes, err)
 	}
-	many := make([]wireVar, maxVars+1)
+	many := make([]srvVarWire, srvMaxVars+1)
 	for i := range many {
-		many[i] = wireVar{Name: fmt.Sprint(i), Shape: []int{1}, Shards: []wireShard{{0, 1, 0}}}
+		many[i] = srvVarWire{Name: fmt.Sprint(i), Shape: []int{1}, Shards: []srvShardWire{{0, 1, 0}}}
 	}
-	for name, mutate := range map[string]func(*wireLayout){
-		"no variables":        func(l *wireLayout) { l.Vars = nil },
-		"too many variables":  func(l *wireLayout) { l.Vars = many },
-		"index beyond":        func(l *wireLayout) { l.Servers = 1 },
-		"empty name":          func(l *wireLayout) { l.Vars[0].Name = "" },
-		"long name":           func(l *wireLayout) { l.Vars[0].Name = strings.Repeat("x", maxNameLen+1) },
-		"repeated name":       func(l *wireLayout) { l.Vars[1].Name = "w" },
-		"scalar":              func(l *wireLayout) { l.Vars[1].Shape = nil },
-		"too many dimensions": func(l *wireLayout) { l.Vars[1].Shape = make([]int, maxDims+1) },
-		"zero dimension":      func(l *wireLayout) { l.Vars[0].Shape[1] = 0 },
-		"huge row":            func(l *wireLayout) { l.Vars[0].Shape = []int{4, 1 << 40, 1 << 40} },
-		"huge server share":   func(l *wireLayout) { l.Vars[0].Shape = []int{4, MaxServerBytes / 8} },
-		"no shards":           func(l *wireLayout) { l.Vars[1].Shards = nil },
-		"more shards than rows": func(l *wireLayout) {
+	for name, mutate := range map[string]func(*srvLayoutWire){
+		"no variables":        func(l *srvLayoutWire) { l.Vars = nil },
+		"too many variables":  func(l *srvLayoutWire) { l.Vars = many },
+		"index beyond":        func(l *srvLayoutWire) { l.Servers = 1 },
+		"empty name":          func(l *srvLayoutWire) { l.Vars[0].Name = "" },
+		"long name":           func(l *srvLayoutWire) { l.Vars[0].Name = strings.Repeat("x", srvMaxNameLen+1) },
+		"repeated name":       func(l *srvLayoutWire) { l.Vars[1].Name = "w" },
+		"scalar":              func(l *srvLayoutWire) { l.Vars[1].Shape = nil },
+		"too many dimensions": func(l *srvLayoutWire) { l.Vars[1].Shape = make([]int, srvMaxDims+1) },
+		"zero dimension":      func(l *srvLayoutWire) { l.Vars[0].Shape[1] = 0 },
+		"huge row":            func(l *srvLayoutWire) { l.Vars[0].Shape = []int{4, 1 << 40, 1 << 40} },
+		"huge server share":   func(l *srvLayoutWire) { l.Vars[0].Shape = []int{4, MaxServerBytes / 8} },
+		"no shards":           func(l *srvLayoutWire) { l.Vars[1].Shards = nil },
+		"more shards than rows": func(l *srvLayoutWire) {
 			l.Vars[1].Shape = []int{1}
-			l.Vars[1].Shards = []wireShard{{0, 1, 1}, {1, 1, 1}}
+			l.Vars[1].Shards = []srvShardWire{{0, 1, 1}, {1, 1, 1}}
 		},
-		"gap":              func(l *wireLayout) { l.Vars[0].Shards[1].Start = 3 },
-		"overlap":          func(l *wireLayout) { l.Vars[0].Shards[1].Start = 1 },
-		"short cover":      func(l *wireLayout) { l.Vars[0].Shards[1].End = 3 },
-		"beyond rows":      func(l *wireLayout) { l.Vars[0].Shards[1].End = 5 },
-		"server beyond":    func(l *wireLayout) { l.Vars[0].Shards[1].Server = 2 },
-		"negative server":  func(l *wireLayout) { l.Vars[0].Shards[1].Server = -1 },
-		"negative row":     func(l *wireLayout) { l.Vars[0].Shards[0].Start = -1 },
-		"negative dim row": func(l *wireLayout) { l.Vars[0].Shape[0] = -4 },
+		"gap":              func(l *srvLayoutWire) { l.Vars[0].Shards[1].Start = 3 },
+		"overlap":          func(l *srvLayoutWire) { l.Vars[0].Shards[1].Start = 1 },
+		"short cover":      func(l *srvLayoutWire) { l.Vars[0].Shards[1].End = 3 },
+		"beyond rows":      func(l *srvLayoutWire) { l.Vars[0].Shards[1].End = 5 },
+		"server beyond":    func(l *srvLayoutWire) { l.Vars[0].Shards[1].Server = 2 },
+		"negative server":  func(l *srvLayoutWire) { l.Vars[0].Shards[1].Server = -1 },
+		"negative row":     func(l *srvLayoutWire) { l.Vars[0].Shards[0].Start = -1 },
+		"negative dim row": func(l *srvLayoutWire) { l.Vars[0].Shape[0] = -4 },
 	} {
 		l := ok()
 		mutate(&l)
-		if _, err := checkLayout(&l, 1); err == nil {
+		if _, err := srvCheckLayout(&l, 1); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 }
 
-// TestFrameConnBoundsMessages: a stream of gob messages within the limit
+// TestSrvFrameConnBoundsMessages: a stream of gob messages within the limit
 // passes whole, in any read sizes; a length above it, a malformed length
 // and (on the server) a compressed stream fail the read.
-func TestFrameConnBoundsMessages(t *testing.T) {
+func TestSrvFrameConnBoundsMessages(t *testing.T) {
 	// gob unsigned integers: 5 → 05; 300 → FE 01 2C; 1<<20 → FD 10 00 00.
 	msg := func(n int) []byte {
 		var b []byte
@@ -610,7 +610,7 @@ func TestFrameConnBoundsMessages(t *testing.T) {
 		stream = append(stream, msg(n)...)
 	}
 	for _, chunk := range []int{1, 2, 7, 1 << 20} {
-		f := newFrameConn(nil, 1000, false)
+		f := newSrvFrameConn(nil, 1000, false)
 		for b := stream; len(b) > 0; {
 			k := min(chunk, len(b))
 			if err := f.scan(b[:k]); err != nil {
@@ -618,23 +618,23 @@ func TestFrameConnBoundsMessages(t *testing.T) {
 			}
 			b = b[k:]
 		}
-		if f.state != frameCount {
+		if f.state != srvFrameCount {
 			t.Fatalf("chunks of %d: state %d at the end of whole messages", chunk, f.state)
 		}
 	}
-	if err := newFrameConn(nil, 1000, false).scan(msg(1001)); !errors.Is(err, ErrBadRequest) {
+	if err := newSrvFrameConn(nil, 1000, false).scan(msg(1001)); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("message over the limit: %v", err)
 	}
-	if err := newFrameConn(nil, 1<<30, false).scan([]byte{0xF7, 1, 2, 3, 4, 5, 6, 7, 8, 9}); err == nil {
+	if err := newSrvFrameConn(nil, 1<<30, false).scan([]byte{0xF7, 1, 2, 3, 4, 5, 6, 7, 8, 9}); err == nil {
 		t.Error("a 9-byte length passed")
 	}
-	if err := newFrameConn(nil, 1<<30, false).scan([]byte{0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}); err == nil {
+	if err := newSrvFrameConn(nil, 1<<30, false).scan([]byte{0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}); err == nil {
 		t.Error("a length above MaxInt64 passed")
 	}
-	if err := newFrameConn(nil, 1000, true).scan(append([]byte{1}, msg(5)...)); err == nil {
+	if err := newSrvFrameConn(nil, 1000, true).scan(append([]byte{1}, msg(5)...)); err == nil {
 		t.Error("a compressed stream passed the server's check")
 	}
-	if err := newFrameConn(nil, 1000, true).scan(append([]byte{0}, msg(5)...)); err != nil {
+	if err := newSrvFrameConn(nil, 1000, true).scan(append([]byte{0}, msg(5)...)); err != nil {
 		t.Errorf("an uncompressed stream: %v", err)
 	}
 }
@@ -668,7 +668,7 @@ func TestServerRefusesOversizedMessage(t *testing.T) {
 		}
 		return stream
 	}
-	over := send(maxMessageBytes + 1)
+	over := send(srvMaxMessage + 1)
 	over.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := over.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Fatalf("after an oversized length: read %v, want the server to close (EOF)", err)

@@ -28,17 +28,17 @@ const (
 	// MaxServerBytes bounds the values one server holds (128 Mi float64):
 	// one Pull or Push carries all of a server's values in one message.
 	MaxServerBytes = 1 << 30
-	// maxMessageBytes bounds one gorpc message in either direction: a
+	// srvMaxMessage bounds one gorpc message in either direction: a
 	// server's values plus the layout's metadata. A peer that announces a
 	// longer one loses its connection before anything is read.
-	maxMessageBytes = MaxServerBytes + 16<<20
+	srvMaxMessage = MaxServerBytes + 16<<20
 	// Bounds on a layout's metadata.
-	maxVars        = 1 << 14
-	maxNameLen     = 256
-	maxDims        = 16
-	maxTotalShards = 1 << 16
-	// maxWorkerID bounds the worker ids a server keeps a clock for.
-	maxWorkerID = 1 << 16
+	srvMaxVars    = 1 << 14
+	srvMaxNameLen = 256
+	srvMaxDims    = 16
+	srvMaxShards  = 1 << 16
+	// srvMaxWorkerID bounds the worker ids a server keeps a clock for.
+	srvMaxWorkerID = 1 << 16
 	// srvMaxWait bounds how long a server holds one Pull that waits for
 	// the staleness bound; the client asks again until its context ends.
 	srvMaxWait = 5 * time.Second
@@ -61,22 +61,22 @@ const (
 // order (variables in Create's order, each one's shards in row order),
 // concatenated.
 type (
-	wireShard struct {
+	srvShardWire struct {
 		Start, End int // rows [Start, End)
 		Server     int
 	}
-	wireVar struct {
+	srvVarWire struct {
 		Name   string
 		Shape  []int
-		Shards []wireShard
+		Shards []srvShardWire
 	}
-	wireLayout struct {
+	srvLayoutWire struct {
 		Servers int
-		Vars    []wireVar
+		Vars    []srvVarWire
 	}
 	srvCreateReq struct {
 		Index  int // the server the client believes it calls
-		Layout wireLayout
+		Layout srvLayoutWire
 		Opt    Optimizer
 		Values []byte
 	}
@@ -86,7 +86,7 @@ type (
 	srvLayoutResp struct {
 		Index  int
 		Ready  bool
-		Layout wireLayout
+		Layout srvLayoutWire
 		Opt    Optimizer
 	}
 	srvPullReq struct {
@@ -151,38 +151,38 @@ func readFloats(dst []float64, b []byte) {
 	}
 }
 
-// frameConn bounds the gob messages read from a connection: it follows
+// srvFrameConn bounds the gob messages read from a connection: it follows
 // gob's framing (each message is preceded by its length, a gob unsigned
 // integer) and fails the read that announces a message longer than limit,
 // so the decoder never starts on it. On the server it also checks gorpc's
 // first byte, the compression flag: compressed streams are refused (the
 // framing could not be followed, and clients never compress).
-type frameConn struct {
+type srvFrameConn struct {
 	net.Conn
 	limit int64
 
-	state   int   // frameFlag, frameCount, frameCountMore or frameBody
-	pending int   // count bytes still to read (frameCountMore)
+	state   int   // srvFrameFlag, srvFrameCount, srvFrameCountMore or srvFrameBody
+	pending int   // count bytes still to read (srvFrameCountMore)
 	value   int64 // the count read so far, then the body bytes left
 }
 
 const (
-	frameFlag = iota
-	frameCount
-	frameCountMore
-	frameBody
+	srvFrameFlag = iota
+	srvFrameCount
+	srvFrameCountMore
+	srvFrameBody
 )
 
-func newFrameConn(c net.Conn, limit int64, server bool) *frameConn {
-	f := &frameConn{Conn: c, limit: limit, state: frameCount}
+func newSrvFrameConn(c net.Conn, limit int64, server bool) *srvFrameConn {
+	f := &srvFrameConn{Conn: c, limit: limit, state: srvFrameCount}
 	if server {
-		f.state = frameFlag
+		f.state = srvFrameFlag
 	}
 	return f
 }
 
 // Read reads from the connection and checks the framing of what it read.
-func (f *frameConn) Read(p []byte) (int, error) {
+func (f *srvFrameConn) Read(p []byte) (int, error) {
 	n, err := f.Conn.Read(p)
 	if n > 0 {
 		if ferr := f.scan(p[:n]); ferr != nil {
@@ -192,16 +192,16 @@ func (f *frameConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (f *frameConn) scan(b []byte) error {
+func (f *srvFrameConn) scan(b []byte) error {
 	for len(b) > 0 {
 		switch f.state {
-		case frameFlag:
+		case srvFrameFlag:
 			if b[0] != 0 {
 				return fmt.Errorf("%w: compressed gorpc stream refused", ErrBadRequest)
 			}
 			b = b[1:]
-			f.state = frameCount
-		case frameCount:
+			f.state = srvFrameCount
+		case srvFrameCount:
 			c := b[0]
 			b = b[1:]
 			if c < 0x80 {
@@ -215,8 +215,8 @@ func (f *frameConn) scan(b []byte) error {
 				return fmt.Errorf("%w: malformed gob message length", ErrBadRequest)
 			}
 			f.value = 0
-			f.state = frameCountMore
-		case frameCountMore:
+			f.state = srvFrameCountMore
+		case srvFrameCountMore:
 			if f.value > math.MaxInt64>>8 {
 				return fmt.Errorf("%w: gob message length overflows", ErrBadRequest)
 			}
@@ -228,7 +228,7 @@ func (f *frameConn) scan(b []byte) error {
 					return err
 				}
 			}
-		case frameBody:
+		case srvFrameBody:
 			k := int64(len(b))
 			if k > f.value {
 				k = f.value
@@ -236,21 +236,21 @@ func (f *frameConn) scan(b []byte) error {
 			b = b[k:]
 			f.value -= k
 			if f.value == 0 {
-				f.state = frameCount
+				f.state = srvFrameCount
 			}
 		}
 	}
 	return nil
 }
 
-func (f *frameConn) startBody(n int64) error {
+func (f *srvFrameConn) startBody(n int64) error {
 	if n > f.limit {
 		return fmt.Errorf("%w: message of %d bytes exceeds the limit of %d", ErrBadRequest, n, f.limit)
 	}
 	f.value = n
-	f.state = frameBody
+	f.state = srvFrameBody
 	if n == 0 {
-		f.state = frameCount
+		f.state = srvFrameCount
 	}
 	return nil
 }
