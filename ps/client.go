@@ -650,7 +650,9 @@ func (c *Client) Ping(ctx context.Context) error {
 }
 
 // Close stops the client's connections and goroutines and waits for them;
-// calls in progress return ErrClosed. It is idempotent.
+// calls in progress return ErrClosed at once. Close itself may wait up to
+// one call timeout for a call queued while a server was out of reach. It
+// is idempotent.
 func (c *Client) Close() error {
 	c.closed.Do(func() {
 		c.gate.shut()
