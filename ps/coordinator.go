@@ -183,9 +183,10 @@ type coordMember struct {
 	seen     time.Time
 	polling  int // Next calls being held
 	running  map[uint64]*coordStep
-	alive    bool // in the pool
-	replaced bool // a newer incarnation took its index
-	told     bool // heard that the chief stopped
+	alive    bool   // in the pool
+	replaced bool   // a newer incarnation took its index
+	told     bool   // heard that the chief stopped
+	polls    uint64 // Next calls received; only the latest may take a step
 }
 
 // NewCoordinator validates cfg and prepares a coordinator; it does not
@@ -448,6 +449,9 @@ func (c *Coordinator) Stop() {
 		spawned := c.spawned
 		c.mu.Unlock()
 		if !spawned {
+			if l, ok := c.rpc.Listener.(*coordListener); ok && l.ln != nil {
+				l.ln.Close() // the caller's listener, which Stop closes
+			}
 			close(c.done)
 			return
 		}
@@ -729,13 +733,18 @@ func (v *coordService) Next(remote string, r *coordNextReq) (*coordAnswer, error
 		return &coordAnswer{Kind: coordAnsNothing, HeartbeatTimeout: c.hb}, nil
 	}
 	c.requeueLocked(m)
+	// A Next that the worker gave up on (its call timed out) may still be
+	// held here when the worker asks again: only the latest hands out a
+	// step, or the step would wait, unseen, until the worker's next poll.
+	m.polls++
+	poll := m.polls
 	m.polling++
 	defer func() { m.polling--; m.seen = time.Now() }()
 	for {
 		if a, ok := c.answerLocked(m); ok {
 			return a, nil
 		}
-		if !m.alive { // its connection closed meanwhile
+		if !m.alive || m.polls != poll { // its connection closed, or it asked again
 			return &coordAnswer{Kind: coordAnsNothing, HeartbeatTimeout: c.hb}, nil
 		}
 		if s := c.popLocked(); s != nil {
