@@ -19,27 +19,27 @@ import (
 	"go.uber.org/goleak"
 )
 
-// bound is how long a test waits for something that should happen soon;
+// coordBound is how long a test waits for something that should happen soon;
 // generous, for a loaded two-core machine under -race.
-const bound = 30 * time.Second
+const coordBound = 30 * time.Second
 
 var (
-	coordSecret = bytes.Repeat([]byte{7}, auth.SecretSize)
-	otherSecret = bytes.Repeat([]byte{8}, auth.SecretSize)
+	coordSecret      = bytes.Repeat([]byte{7}, auth.SecretSize)
+	coordOtherSecret = bytes.Repeat([]byte{8}, auth.SecretSize)
 )
 
-// checkLeaks fails t if goroutines started during it outlive its
+// coordCheckLeaks fails t if goroutines started during it outlive its
 // cleanups. Register it first: cleanups run last-registered first.
-func checkLeaks(t *testing.T) {
+func coordCheckLeaks(t *testing.T) {
 	t.Helper()
 	opt := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
 
-// eventually waits for cond, checking it every few milliseconds.
-func eventually(t *testing.T, what string, cond func() bool) {
+// coordEventually waits for cond, checking it every few milliseconds.
+func coordEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
+	deadline := time.Now().Add(coordBound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -48,8 +48,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// testLogger logs to stderr at debug level when PS_TEST_LOG is set.
-func testLogger() *slog.Logger {
+// coordTestLogger logs to stderr at debug level when PS_TEST_LOG is set.
+func coordTestLogger() *slog.Logger {
 	if os.Getenv("PS_TEST_LOG") == "" {
 		return nil
 	}
@@ -59,7 +59,7 @@ func testLogger() *slog.Logger {
 func startCoordinator(t *testing.T, cfg CoordinatorConfig) *Coordinator {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger()
+		cfg.Logger = coordTestLogger()
 	}
 	if cfg.Addr == "" && cfg.Listener == nil {
 		cfg.Addr = "127.0.0.1:0"
@@ -93,7 +93,7 @@ func startWorker(t *testing.T, cfg WorkerConfig) *runningWorker {
 		cfg.Workers = 8
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger()
+		cfg.Logger = coordTestLogger()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &runningWorker{cancel: cancel, done: make(chan error, 1)}
@@ -102,21 +102,21 @@ func startWorker(t *testing.T, cfg WorkerConfig) *runningWorker {
 		cancel()
 		select {
 		case <-w.done:
-		case <-time.After(bound):
+		case <-time.After(coordBound):
 			t.Errorf("worker %d did not end", cfg.Index)
 		}
 	})
 	return w
 }
 
-// wait is RunWorker's result, within bound.
+// wait is RunWorker's result, within coordBound.
 func (w *runningWorker) wait(t *testing.T) error {
 	t.Helper()
 	select {
 	case err := <-w.done:
 		w.done <- err // for the cleanup
 		return err
-	case <-time.After(bound):
+	case <-time.After(coordBound):
 		t.Fatal("RunWorker did not return")
 		return nil
 	}
@@ -157,43 +157,43 @@ func (c *Coordinator) statsNow() (accepted, discarded int) {
 	return c.stats.accepted, c.stats.discarded
 }
 
-func waitValue(t *testing.T, rv *RemoteValue) ([]byte, error) {
+func coordWait(t *testing.T, rv *RemoteValue) ([]byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	ctx, cancel := context.WithTimeout(context.Background(), coordBound)
 	defer cancel()
 	v, err := rv.Wait(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("%v: no result within %s", rv, bound)
+		t.Fatalf("%v: no result within %s", rv, coordBound)
 	}
 	return v, err
 }
 
-func join(t *testing.T, c *Coordinator) error {
+func coordJoin(t *testing.T, c *Coordinator) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	ctx, cancel := context.WithTimeout(context.Background(), coordBound)
 	defer cancel()
 	err := c.Join(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Join did not return within %s", bound)
+		t.Fatalf("Join did not return within %s", coordBound)
 	}
 	return err
 }
 
 func TestCoordinatorRunsEveryStepOnce(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	l := newLedger()
 	var workers []*runningWorker
 	for i := range 3 {
 		workers = append(workers, startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: i, Workers: 3, Steps: map[string]StepFunc{"echo": l.echo}}))
 	}
-	eventually(t, "3 workers", func() bool { return c.Workers() == 3 })
+	coordEventually(t, "3 workers", func() bool { return c.Workers() == 3 })
 	const n = 300
 	rvs := make([]*RemoteValue, n)
 	for i := range rvs {
 		rvs[i] = c.Schedule("echo", []byte(strconv.Itoa(i)))
 	}
-	if err := join(t, c); err != nil {
+	if err := coordJoin(t, c); err != nil {
 		t.Fatalf("Join: %v", err)
 	}
 	for i, rv := range rvs {
@@ -313,7 +313,7 @@ func (p *cutProxy) close() {
 // step's. When the first worker comes back and reports the step after all,
 // its result is discarded, and it takes work again.
 func TestCoordinatorRequeuesTheStepOfABrokenWorker(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	p := newCutProxy(t, c.Addr())
 	l := newLedger()
@@ -333,23 +333,23 @@ func TestCoordinatorRequeuesTheStepOfABrokenWorker(t *testing.T) {
 	x := c.Schedule("hold", []byte("x"))
 	<-started
 	b := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 1, Steps: steps})
-	eventually(t, "2 workers", func() bool { return c.Workers() == 2 })
+	coordEventually(t, "2 workers", func() bool { return c.Workers() == 2 })
 
 	p.cut()
-	v, err := waitValue(t, x)
+	v, err := coordWait(t, x)
 	if err != nil || string(v) != "x@w1" {
 		t.Fatalf("requeued step: %q, %v; want x@w1 from worker 1", v, err)
 	}
 	p.restore()
 	close(release) // worker 0 finishes the step after all and reports it
-	eventually(t, "the late result discarded", func() bool { _, d := c.statsNow(); return d == 1 })
-	eventually(t, "worker 0 back", func() bool { return c.Workers() == 2 })
+	coordEventually(t, "the late result discarded", func() bool { _, d := c.statsNow(); return d == 1 })
+	coordEventually(t, "worker 0 back", func() bool { return c.Workers() == 2 })
 
 	var rvs []*RemoteValue
 	for i := range 40 {
 		rvs = append(rvs, c.Schedule("echo", []byte(strconv.Itoa(i))))
 	}
-	if err := join(t, c); err != nil {
+	if err := coordJoin(t, c); err != nil {
 		t.Fatalf("Join: %v", err)
 	}
 	for i, rv := range rvs {
@@ -395,7 +395,7 @@ func manualWorker(t *testing.T, addr string, index int, incarnation uint64) *coo
 
 func (w *coordWorker) next(t *testing.T) *coordAnswer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	ctx, cancel := context.WithTimeout(context.Background(), coordBound)
 	defer cancel()
 	for {
 		a, err := w.request(ctx, "Next", &coordNextReq{Worker: w.id, Wait: time.Second}, time.Second)
@@ -409,7 +409,7 @@ func (w *coordWorker) next(t *testing.T) *coordAnswer {
 }
 
 func (w *coordWorker) report(id uint64, result string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	ctx, cancel := context.WithTimeout(context.Background(), coordBound)
 	defer cancel()
 	_, err := w.request(ctx, "Done", &coordDoneReq{Worker: w.id, ID: id, Result: []byte(result)}, 0)
 	return err
@@ -419,7 +419,7 @@ func (w *coordWorker) report(id uint64, result string) error {
 // dropped after the heartbeat timeout and its step runs elsewhere; its
 // late result is discarded.
 func TestCoordinatorDropsASilentWorker(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{HeartbeatTimeout: 400 * time.Millisecond})
 	silent := manualWorker(t, c.Addr(), 0, 1)
 	x := c.Schedule("echo", []byte("x"))
@@ -427,10 +427,10 @@ func TestCoordinatorDropsASilentWorker(t *testing.T) {
 	if a.Name != "echo" || string(a.Args) != "x" {
 		t.Fatalf("got step %q(%q)", a.Name, a.Args)
 	}
-	eventually(t, "the silent worker dropped", func() bool { return c.Workers() == 0 })
+	coordEventually(t, "the silent worker dropped", func() bool { return c.Workers() == 0 })
 	l := newLedger()
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 1, Steps: map[string]StepFunc{"echo": l.echo}})
-	v, err := waitValue(t, x)
+	v, err := coordWait(t, x)
 	if err != nil || string(v) != "x@w1" {
 		t.Fatalf("step of the silent worker: %q, %v; want x@w1", v, err)
 	}
@@ -449,7 +449,7 @@ func TestCoordinatorDropsASilentWorker(t *testing.T) {
 // step goes to the queue, its result is discarded even while the step is
 // still pending, and it is told it was replaced.
 func TestCoordinatorNewIncarnationReplacesTheOld(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	old := manualWorker(t, c.Addr(), 0, 1)
 	x := c.Schedule("echo", []byte("x"))
@@ -470,7 +470,7 @@ func TestCoordinatorNewIncarnationReplacesTheOld(t *testing.T) {
 	if err := fresh.report(a2.ID, "new"); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := waitValue(t, x); err != nil || string(v) != "new" {
+	if v, err := coordWait(t, x); err != nil || string(v) != "new" {
 		t.Fatalf("step: %q, %v; want the new incarnation's result", v, err)
 	}
 	if accepted, discarded := c.statsNow(); accepted != 1 || discarded != 1 {
@@ -484,23 +484,23 @@ func TestCoordinatorNewIncarnationReplacesTheOld(t *testing.T) {
 // RunWorker ends with ErrWorkerReplaced when a newer one with its index
 // joins.
 func TestRunWorkerReplacedByANewerOne(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	l := newLedger()
 	steps := map[string]StepFunc{"echo": l.echo}
 	first := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 0, Steps: steps})
-	eventually(t, "the first worker", func() bool { return c.Workers() == 1 })
+	coordEventually(t, "the first worker", func() bool { return c.Workers() == 1 })
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 0, Steps: steps})
 	if err := first.wait(t); !errors.Is(err, ErrWorkerReplaced) {
 		t.Fatalf("the replaced RunWorker returned %v, want ErrWorkerReplaced", err)
 	}
-	if v, err := waitValue(t, c.Schedule("echo", []byte("y"))); err != nil || string(v) != "y@w0" {
+	if v, err := coordWait(t, c.Schedule("echo", []byte("y"))); err != nil || string(v) != "y@w0" {
 		t.Fatalf("step after the replacement: %q, %v", v, err)
 	}
 }
 
 func TestCoordinatorLateWorkerTakesWork(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	l := newLedger()
 	started := make(chan struct{})
@@ -514,17 +514,17 @@ func TestCoordinatorLateWorkerTakesWork(t *testing.T) {
 	<-started
 	y := c.Schedule("echo", []byte("y"))
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 1, Steps: steps})
-	if v, err := waitValue(t, y); err != nil || string(v) != "y@w1" {
+	if v, err := coordWait(t, y); err != nil || string(v) != "y@w1" {
 		t.Fatalf("step for the late worker: %q, %v; want y@w1", v, err)
 	}
 }
 
 func TestCoordinatorUnknownStepFails(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	l := newLedger()
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 0, Steps: map[string]StepFunc{"echo": l.echo, "apply": l.echo}})
-	_, err := waitValue(t, c.Schedule("tarin", []byte("x")))
+	_, err := coordWait(t, c.Schedule("tarin", []byte("x")))
 	if !errors.Is(err, ErrUnknownStep) {
 		t.Fatalf("unknown step: %v, want ErrUnknownStep", err)
 	}
@@ -533,10 +533,10 @@ func TestCoordinatorUnknownStepFails(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
-	if jerr := join(t, c); !errors.Is(jerr, ErrUnknownStep) {
+	if jerr := coordJoin(t, c); !errors.Is(jerr, ErrUnknownStep) {
 		t.Fatalf("Join: %v, want the unknown step's error", jerr)
 	}
-	if jerr := join(t, c); jerr != nil {
+	if jerr := coordJoin(t, c); jerr != nil {
 		t.Fatalf("second Join: %v, want nil (the error was reported)", jerr)
 	}
 	if n := l.count("x"); n != 0 {
@@ -545,7 +545,7 @@ func TestCoordinatorUnknownStepFails(t *testing.T) {
 }
 
 func TestCoordinatorStepErrorIsNotRerun(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	l := newLedger()
 	steps := map[string]StepFunc{"echo": l.echo, "fail": func(_ context.Context, w *WorkerContext, args []byte) ([]byte, error) {
@@ -564,7 +564,7 @@ func TestCoordinatorStepErrorIsNotRerun(t *testing.T) {
 	for i := range 10 {
 		rest = append(rest, c.Schedule("echo", []byte(strconv.Itoa(i))))
 	}
-	err := join(t, c)
+	err := coordJoin(t, c)
 	// The first error reported: either step's, as two workers run them.
 	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "loss is NaN") && !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("Join: %v, want the first step error", err)
@@ -585,20 +585,20 @@ func TestCoordinatorStepErrorIsNotRerun(t *testing.T) {
 	}
 }
 
-// fakeServerError stands for the parameter servers' *ServerError.
-type fakeServerError struct {
+// coordFakeServerError stands for the parameter servers' *ServerError.
+type coordFakeServerError struct {
 	index int
 	addr  string
 }
 
-func (e *fakeServerError) Error() string {
+func (e *coordFakeServerError) Error() string {
 	return fmt.Sprintf("ps: parameter server %d (%s): connection refused", e.index, e.addr)
 }
 
-func (e *fakeServerError) PSServer() (int, string) { return e.index, e.addr }
+func (e *coordFakeServerError) PSServer() (int, string) { return e.index, e.addr }
 
 func TestCoordinatorServerErrorFailsTheJob(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	started := make(chan struct{})
 	steps := map[string]StepFunc{
@@ -608,7 +608,7 @@ func TestCoordinatorServerErrorFailsTheJob(t *testing.T) {
 			return nil, ctx.Err()
 		},
 		"push": func(context.Context, *WorkerContext, []byte) ([]byte, error) {
-			return nil, fmt.Errorf("push gradients: %w", &fakeServerError{1, "10.0.0.9:7000"})
+			return nil, fmt.Errorf("push gradients: %w", &coordFakeServerError{1, "10.0.0.9:7000"})
 		},
 	}
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 0, Steps: steps})
@@ -616,7 +616,7 @@ func TestCoordinatorServerErrorFailsTheJob(t *testing.T) {
 	<-started // worker 0 is busy: the next steps wait in the queue
 	queued := []*RemoteValue{c.Schedule("push", nil), c.Schedule("push", nil)}
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 1, Steps: steps})
-	err := join(t, c)
+	err := coordJoin(t, c)
 	if !errors.Is(err, ErrCoordinatorFailed) || !strings.Contains(err.Error(), "parameter server 1 (10.0.0.9:7000)") {
 		t.Fatalf("Join: %v, want a failure naming the server", err)
 	}
@@ -628,47 +628,47 @@ func TestCoordinatorServerErrorFailsTheJob(t *testing.T) {
 		t.Fatalf("PSServer() = %d, %q", i, a)
 	}
 	for _, rv := range append(queued, c.Schedule("push", nil)) {
-		if _, err := waitValue(t, rv); !errors.Is(err, ErrCoordinatorFailed) || !strings.Contains(err.Error(), "10.0.0.9:7000") {
+		if _, err := coordWait(t, rv); !errors.Is(err, ErrCoordinatorFailed) || !strings.Contains(err.Error(), "10.0.0.9:7000") {
 			t.Fatalf("%v: %v, want the server's failure", rv, err)
 		}
 	}
 }
 
 func TestCoordinatorFail(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	pending := c.Schedule("echo", nil) // no worker: stays pending
 	boom := errors.New("ps: parameter server 0 (h:1): gone")
 	c.Fail(boom)
 	c.Fail(errors.New("second"))
 	for _, rv := range []*RemoteValue{pending, c.Schedule("echo", nil)} {
-		if _, err := waitValue(t, rv); !errors.Is(err, boom) || !errors.Is(err, ErrCoordinatorFailed) {
+		if _, err := coordWait(t, rv); !errors.Is(err, boom) || !errors.Is(err, ErrCoordinatorFailed) {
 			t.Fatalf("%v: %v, want Fail's error", rv, err)
 		}
 	}
-	if err := join(t, c); !errors.Is(err, boom) {
+	if err := coordJoin(t, c); !errors.Is(err, boom) {
 		t.Fatalf("Join: %v", err)
 	}
 }
 
 func TestCoordinatorTooLarge(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
-	if _, err := waitValue(t, c.Schedule("echo", make([]byte, MaxStepBytes+1))); !errors.Is(err, ErrTooLarge) {
+	if _, err := coordWait(t, c.Schedule("echo", make([]byte, MaxStepBytes+1))); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized args: %v", err)
 	}
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 0, Steps: map[string]StepFunc{"big": func(context.Context, *WorkerContext, []byte) ([]byte, error) {
 		return make([]byte, MaxStepBytes+1), nil
 	}}})
-	if _, err := waitValue(t, c.Schedule("big", nil)); !errors.Is(err, ErrTooLarge) {
+	if _, err := coordWait(t, c.Schedule("big", nil)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized result: %v", err)
 	}
 }
 
 func TestRunWorkerWrongSecretRefused(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
-	w := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Secret: otherSecret, Index: 0, Steps: map[string]StepFunc{"echo": newLedger().echo}})
+	w := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Secret: coordOtherSecret, Index: 0, Steps: map[string]StepFunc{"echo": newLedger().echo}})
 	if err := w.wait(t); !errors.Is(err, auth.ErrAuth) || !strings.Contains(err.Error(), c.Addr()) {
 		t.Fatalf("RunWorker with a wrong secret: %v, want an auth error naming the chief", err)
 	}
@@ -678,10 +678,10 @@ func TestRunWorkerWrongSecretRefused(t *testing.T) {
 }
 
 func TestCoordinatorOverTLS(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{TLS: true})
 	startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), TLS: true, Index: 0, Steps: map[string]StepFunc{"echo": newLedger().echo}})
-	if v, err := waitValue(t, c.Schedule("echo", []byte("t"))); err != nil || string(v) != "t@w0" {
+	if v, err := coordWait(t, c.Schedule("echo", []byte("t"))); err != nil || string(v) != "t@w0" {
 		t.Fatalf("over TLS: %q, %v", v, err)
 	}
 	plain := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 1, Steps: map[string]StepFunc{"echo": newLedger().echo}})
@@ -693,7 +693,7 @@ func TestCoordinatorOverTLS(t *testing.T) {
 // Stop tells idle and busy workers to exit (RunWorker returns nil) and
 // fails what was not done.
 func TestStopEndsRunWorker(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	started := make(chan struct{})
 	steps := map[string]StepFunc{"hold": func(ctx context.Context, _ *WorkerContext, _ []byte) ([]byte, error) {
@@ -705,12 +705,12 @@ func TestStopEndsRunWorker(t *testing.T) {
 	held := c.Schedule("hold", nil)
 	<-started
 	idle := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 1, Steps: steps})
-	eventually(t, "2 workers", func() bool { return c.Workers() == 2 })
+	coordEventually(t, "2 workers", func() bool { return c.Workers() == 2 })
 	start := time.Now()
 	c.Stop()
 	c.Stop() // idempotent
 	if d := time.Since(start); d >= DefaultHeartbeatTimeout {
-		t.Errorf("Stop took %s: it waited for its bound although every worker heard it", d)
+		t.Errorf("Stop took %s: it waited for its coordBound although every worker heard it", d)
 	}
 	for name, w := range map[string]*runningWorker{"busy": busy, "idle": idle} {
 		if err := w.wait(t); err != nil {
@@ -718,11 +718,11 @@ func TestStopEndsRunWorker(t *testing.T) {
 		}
 	}
 	for _, rv := range []*RemoteValue{held, c.Schedule("late", nil)} {
-		if _, err := waitValue(t, rv); !errors.Is(err, ErrStopped) {
+		if _, err := coordWait(t, rv); !errors.Is(err, ErrStopped) {
 			t.Errorf("%v after Stop: %v, want ErrStopped", rv, err)
 		}
 	}
-	if err := join(t, c); !errors.Is(err, ErrStopped) {
+	if err := coordJoin(t, c); !errors.Is(err, ErrStopped) {
 		t.Errorf("Join after Stop: %v, want ErrStopped", err)
 	}
 }
@@ -730,11 +730,11 @@ func TestStopEndsRunWorker(t *testing.T) {
 // A worker that loses the chief gives up after the heartbeat timeout,
 // naming the chief.
 func TestRunWorkerGivesUpOnALostChief(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{HeartbeatTimeout: 300 * time.Millisecond})
 	p := newCutProxy(t, c.Addr())
 	w := startWorker(t, WorkerConfig{ChiefAddr: p.addr(), Index: 0, Steps: map[string]StepFunc{"echo": newLedger().echo}})
-	if v, err := waitValue(t, c.Schedule("echo", []byte("a"))); err != nil || string(v) != "a@w0" {
+	if v, err := coordWait(t, c.Schedule("echo", []byte("a"))); err != nil || string(v) != "a@w0" {
 		t.Fatalf("step: %q, %v", v, err)
 	}
 	p.cut()
@@ -746,7 +746,7 @@ func TestRunWorkerGivesUpOnALostChief(t *testing.T) {
 
 // The same while a step runs: the step's context is cancelled.
 func TestRunWorkerGivesUpOnALostChiefMidStep(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{HeartbeatTimeout: 300 * time.Millisecond})
 	p := newCutProxy(t, c.Addr())
 	started := make(chan struct{})
@@ -764,7 +764,7 @@ func TestRunWorkerGivesUpOnALostChiefMidStep(t *testing.T) {
 }
 
 func TestCoordinatorJoinHonoursContext(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	c.Schedule("echo", nil) // no worker
 	ctx, cancel := context.WithCancel(context.Background())
@@ -822,10 +822,10 @@ func (c *Coordinator) polling(id coordWorkerID) int {
 // chief still holds it must not take the step meant for the worker's
 // next call: the step would wait, unseen, in the worker's name.
 func TestCoordinatorOnlyTheLatestPollTakesAStep(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	c := startCoordinator(t, CoordinatorConfig{})
 	w := manualWorker(t, c.Addr(), 0, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	ctx, cancel := context.WithTimeout(context.Background(), coordBound)
 	defer cancel()
 	if err := w.awaitLink(ctx); err != nil {
 		t.Fatal(err)
@@ -834,17 +834,17 @@ func TestCoordinatorOnlyTheLatestPollTakesAStep(t *testing.T) {
 	if _, err := w.call(ctx, "Next", req(), 20*time.Millisecond); err == nil {
 		t.Fatal("a call held 2s answered within 20ms")
 	}
-	eventually(t, "the abandoned poll held", func() bool { return c.polling(w.id) == 1 })
+	coordEventually(t, "the abandoned poll held", func() bool { return c.polling(w.id) == 1 })
 	type answer struct {
 		a   *coordAnswer
 		err error
 	}
 	got := make(chan answer, 1)
 	go func() {
-		a, err := w.call(ctx, "Next", req(), bound)
+		a, err := w.call(ctx, "Next", req(), coordBound)
 		got <- answer{a, err}
 	}()
-	eventually(t, "both polls held", func() bool { return c.polling(w.id) == 2 })
+	coordEventually(t, "both polls held", func() bool { return c.polling(w.id) == 2 })
 	c.Schedule("echo", []byte("x"))
 	r := <-got
 	if r.err != nil || r.a.Kind != coordAnsStep || string(r.a.Args) != "x" {
@@ -855,7 +855,7 @@ func TestCoordinatorOnlyTheLatestPollTakesAStep(t *testing.T) {
 // The coordinator owns the listener it is given: Stop closes it, started
 // or not, and a stopped coordinator does not start.
 func TestCoordinatorStopClosesItsListener(t *testing.T) {
-	checkLeaks(t)
+	coordCheckLeaks(t)
 	for _, start := range []bool{false, true} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -269,6 +269,15 @@ func (w *coordWorker) giveUp() time.Duration {
 	return w.hb()
 }
 
+// untilGiveUp is the time left before the worker gives up on the chief.
+func (w *coordWorker) untilGiveUp() time.Duration {
+	ok := w.lastOK.Load()
+	if ok == 0 {
+		return w.giveUp()
+	}
+	return w.giveUp() - time.Since(time.Unix(0, ok))
+}
+
 // pollWait is how long one Next call may be held by the chief.
 func (w *coordWorker) pollWait() time.Duration { return min(time.Second, w.hb()/4) }
 
@@ -482,7 +491,10 @@ func (w *coordWorker) beat(ctx context.Context, cancel context.CancelFunc) error
 		if err := coordSleep(ctx, max(w.hb()/4, time.Millisecond)); err != nil {
 			return nil
 		}
-		a, err := w.call(ctx, "Heartbeat", &w.id, max(w.hb()/2, time.Millisecond))
+		// A beat may take until the worker would give up: on a loaded
+		// machine an answer can be slow, and one slow answer must not be
+		// what makes the worker give up (nor miss the chief's stop).
+		a, err := w.call(ctx, "Heartbeat", &w.id, max(w.untilGiveUp(), w.hb()/4, time.Millisecond))
 		if ctx.Err() != nil {
 			return nil
 		}
