@@ -883,3 +883,41 @@ func TestCoordinatorStopClosesItsListener(t *testing.T) {
 		}
 	}
 }
+
+// A worker started before the chief listens (TF_CONFIG's fixed addresses)
+// keeps trying, with back-off, and joins once the chief is up.
+func TestRunWorkerWaitsForTheChief(t *testing.T) {
+	coordCheckLeaks(t)
+	c := startCoordinator(t, CoordinatorConfig{})
+	p := newCutProxy(t, c.Addr())
+	p.cut() // the chief is "not up yet": connections are refused
+	w := startWorker(t, WorkerConfig{ChiefAddr: p.addr(), Index: 0, Steps: map[string]StepFunc{"echo": newLedger().echo}})
+	time.Sleep(300 * time.Millisecond) // a few refused attempts; nothing to wait on
+	select {
+	case err := <-w.done:
+		t.Fatalf("RunWorker gave up before reaching the chief: %v", err)
+	default:
+	}
+	p.restore()
+	if v, err := coordWait(t, c.Schedule("echo", []byte("z"))); err != nil || string(v) != "z@w0" {
+		t.Fatalf("step: %q, %v", v, err)
+	}
+}
+
+func TestRunWorkerReturnsWhenItsContextEnds(t *testing.T) {
+	coordCheckLeaks(t)
+	c := startCoordinator(t, CoordinatorConfig{})
+	started := make(chan struct{})
+	w := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 0, Steps: map[string]StepFunc{"hold": func(ctx context.Context, _ *WorkerContext, _ []byte) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}})
+	c.Schedule("hold", nil)
+	<-started
+	w.cancel()
+	if err := w.wait(t); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunWorker: %v, want context.Canceled", err)
+	}
+	coordEventually(t, "the worker gone from the pool", func() bool { return c.Workers() == 0 })
+}
