@@ -129,8 +129,11 @@ func (c CoordinatorConfig) GoString() string { return c.String() }
 // its late results are discarded and it is told to exit.
 //
 // A step function's error fails its RemoteValue and the step is not run
-// again; an unknown step name does the same. An error naming a parameter
-// server (see serverFailure) fails the coordinator (Fail).
+// again; an unknown step name does the same. A parameter server's error
+// (one with a method PSServer() (index int, addr string) in its chain, as
+// the servers' errors have) fails the coordinator instead (Fail): every
+// RemoteValue and Join then report it, naming the server, and errors.As
+// finds the method in their errors.
 //
 // Schedule never blocks: the queue is unbounded, because the chief bounds
 // how much it schedules (a few steps per worker ahead, then Join or Wait),
