@@ -5,8 +5,9 @@
 // import it.
 //
 // The package holds the partitioners, the placement of variables' shards
-// on servers, and the parameter servers with their client (below). There
-// is no coordinator or training loop here yet.
+// on servers, the parameter servers with their client, the coordinator
+// that schedules steps onto workers, and Run, which gives every process of
+// a job its part (below).
 //
 // # Partitioners
 //
@@ -86,4 +87,44 @@
 // clock, so a late joiner holds nobody back) until it is unheard for
 // ServerConfig.OpTimeout or the chief calls Client.Drop on it; the chief
 // (WorkerID -1) never waits and is never waited for.
+//
+// # Coordinator
+//
+// The chief drives the workers as TensorFlow's ClusterCoordinator does, in
+// Go's terms: Go cannot ship closures, so every worker registers named step
+// functions (StepFunc) and the chief schedules a name and arguments
+// (Coordinator.Schedule), getting a RemoteValue whose Wait returns the
+// step's result. Coordinator.Join waits for every step scheduled before it
+// and returns the first step error since the previous Join. Arguments and
+// results are bytes, at most MaxStepBytes each.
+//
+// Workers (RunWorker) connect to the chief over gorpc, authenticated with
+// the job secret as the rendezvous is (TLS with the job's TLS setting), and
+// long-poll it for their next step: one call held up to a second answers a
+// step or "nothing yet"; every call counts as a heartbeat, and a worker
+// busy in a step beats every quarter of the chief's HeartbeatTimeout
+// (default 10s). A worker runs one step at a time and reports its outcome.
+//
+// Exactly once: each step has an id. A worker whose connection breaks is
+// dropped at once; one silent for HeartbeatTimeout is dropped then; the
+// steps it had not reported go back to the front of the queue, for any
+// worker. The first result reported for an id is the step's and later ones
+// are discarded, so a step function may run twice (a dropped worker that
+// finishes after all) but each RemoteValue gets one result. A worker is
+// one incarnation of its index: a RunWorker with the same index that
+// reaches the chief later replaces it (the old one's results are discarded
+// and it ends with ErrWorkerReplaced). A worker may join at any time.
+//
+// A step function's error fails its RemoteValue (ErrStepFailed; an unknown
+// name, ErrUnknownStep, names the worker's step functions) and the step is
+// not run again. An error from a parameter server — one with a method
+// PSServer() (index int, addr string) in its chain — fails the whole job:
+// Coordinator.Fail, which every pending and later RemoteValue and Join
+// report (ErrCoordinatorFailed), naming the server. Coordinator.Stop tells
+// every worker to exit (RunWorker returns nil); a worker that cannot reach
+// the chief it reached before for the heartbeat timeout gives up with
+// ErrChiefUnreachable.
+//
+// Schedule never blocks: the queue is unbounded, since the chief bounds
+// what it schedules ahead (a few steps per worker, then Join or Wait).
 package ps

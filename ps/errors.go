@@ -61,6 +61,10 @@ func (e *ServerError) Error() string {
 // Unwrap returns Err, so errors.Is sees the sentinel it wraps.
 func (e *ServerError) Unwrap() error { return e.Err }
 
+// PSServer names the server: how the coordinator tells, from a step's
+// error, that a parameter server failed and the job must end.
+func (e *ServerError) PSServer() (index int, addr string) { return e.Index, e.Addr }
+
 // srvRemoteSentinels are the errors a server's handler may return;
 // srvDecodeRemote maps their text back to them on the client.
 var srvRemoteSentinels = []error{ErrBadRequest, ErrLayout, ErrNotCreated, ErrStopped}

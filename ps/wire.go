@@ -111,8 +111,9 @@ type (
 	}
 )
 
-// srvDispatcherMu serialises gorpc.Dispatcher construction: AddService
-// validates types through an unguarded package-level slice inside gorpc.
+// srvDispatcherMu serialises gorpc.Dispatcher construction, the servers'
+// and the coordinator's: AddService validates types through an unguarded
+// package-level slice inside gorpc.
 // srvClientDispatcher is built at package initialisation, before any
 // goroutine runs, so that every type of this service is validated once
 // and later constructions only read that slice.
