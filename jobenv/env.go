@@ -110,6 +110,22 @@ func (e Env) Environ() []string {
 	return kv
 }
 
+// SidecarEnviron returns the contract of a process of the job that is not
+// a rank (gorun --evaluator's evaluator): Environ without the ranks, the
+// sizes and the rendezvous address, so that it keeps the host name, the
+// secret, the bind address and the knobs. Like Environ it includes the
+// secret.
+func (e Env) SidecarEnviron() []string {
+	var kv []string
+	for _, v := range envVars() {
+		if v.identity && !v.secret {
+			continue
+		}
+		kv = append(kv, v.name+"="+v.get(&e))
+	}
+	return kv
+}
+
 // FromEnviron reads the contract through getenv (os.Getenv in a worker).
 // present reports whether GOROVOD_RANK is set. Without it the result is a
 // single rank (DefaultEnv) with any knobs that are set applied, and

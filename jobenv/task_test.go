@@ -237,3 +237,24 @@ func TestDetectRefusesPSJob(t *testing.T) {
 		t.Errorf("TF_CONFIG without ps: %v", err)
 	}
 }
+
+// TestSidecarEnviron: the evaluator's environment carries no rank, and
+// DetectTask reads it back as the evaluator with its host, secret and knobs.
+func TestSidecarEnviron(t *testing.T) {
+	e := DefaultEnv().ForSlot(Slot{Host: "h1", Rank: 2, Size: 4, LocalRank: 1, LocalSize: 2, CrossSize: 1})
+	e.RendezvousAddr, e.Secret, e.FusionThreshold = "127.0.0.1:9", []byte(strings.Repeat("k", 32)), 77
+	kv := e.SidecarEnviron()
+	for _, entry := range kv {
+		name, _, _ := strings.Cut(entry, "=")
+		if slices.Contains([]string{EnvRank, EnvSize, EnvLocalRank, EnvLocalSize, EnvCrossRank, EnvCrossSize, EnvRendezvousAddr}, name) {
+			t.Errorf("the evaluator's environment holds %s", entry)
+		}
+	}
+	task, ok, err := taskIn(append(kv, EnvRole+"="+RoleEvaluator)...)
+	if err != nil || !ok || task.Role != RoleEvaluator {
+		t.Fatalf("role %q ok %v err %v", task.Role, ok, err)
+	}
+	if task.Env.Hostname != "h1" || string(task.Env.Secret) != string(e.Secret) || task.Env.FusionThreshold != 77 {
+		t.Errorf("host %q, secret kept %v, fusion %d", task.Env.Hostname, string(task.Env.Secret) == string(e.Secret), task.Env.FusionThreshold)
+	}
+}
