@@ -78,7 +78,9 @@ func taskName(role string, index, rank int) string {
 // (the chief runs its steps on the others). A server that fails before
 // the chief ends, one that exits 0 while the chief still runs a grace
 // period later (a chief that is ending tells the servers to stop before
-// it exits), or a chief that fails, stops the job and is blamed. Once the
+// it exits), or a chief that fails, stops the job and is blamed; a chief
+// that fails is blamed only if no server fails within the blame window
+// after it (the chief fails when a server it uses dies). Once the
 // chief has exited 0, the workers and servers are expected to exit on
 // their own (the chief tells them to): those still running after the
 // grace period (Config.GracePeriod) get SIGTERM, and SIGKILL one more
@@ -95,15 +97,17 @@ type psJob struct {
 	grace    time.Duration
 	evalWait time.Duration
 
-	chiefEnded bool
-	stopAt     time.Time    // SIGTERM to the workers and servers still running
-	killAt     time.Time    // SIGKILL to those still running
-	evalStop   time.Time    // SIGTERM to the evaluator
-	evalKill   time.Time    // SIGKILL to the evaluator
-	earlyPS    int          // the first server that exited 0 while the chief ran; -1: none
-	earlyAt    time.Time    // when that fails the job if the chief still runs
-	stopped    map[int]bool // processes psJob sent SIGTERM
-	failures   []error      // failures that did not stop the job, first first
+	chiefEnded  bool
+	stopAt      time.Time    // SIGTERM to the workers and servers still running
+	killAt      time.Time    // SIGKILL to those still running
+	evalStop    time.Time    // SIGTERM to the evaluator
+	evalKill    time.Time    // SIGKILL to the evaluator
+	chiefFailed *TaskError   // the chief's failure, blamed when the window ends without a server's
+	blameAt     time.Time    // the end of that window
+	earlyPS     int          // the first server that exited 0 while the chief ran; -1: none
+	earlyAt     time.Time    // when that fails the job if the chief still runs
+	stopped     map[int]bool // processes psJob sent SIGTERM
+	failures    []error      // failures that did not stop the job, first first
 }
 
 func newPSJob(j *job) *psJob {
@@ -139,7 +143,10 @@ func (p *psJob) exited(ex rankExit) error {
 	role, _ := p.role(ex.rank)
 	switch {
 	case role == jobenv.RoleChief && ex.err != nil:
-		return p.taskError(ex.rank, ex.err, "")
+		p.chiefFailed, p.blameAt = p.taskError(ex.rank, ex.err, ""), time.Now().Add(blameWindow)
+	case role == jobenv.RolePS && ex.err != nil && p.chiefFailed != nil:
+		p.j.log.Info("gorun: the chief failed too", "err", p.chiefFailed)
+		return p.taskError(ex.rank, ex.err, "before the chief ended")
 	case role == jobenv.RoleChief:
 		p.chiefDone(time.Now())
 	case role == jobenv.RolePS && !p.chiefEnded && ex.err == nil:
@@ -203,7 +210,7 @@ func (p *psJob) running(i int) bool {
 // due is the earliest of the stop and kill times that are set.
 func (p *psJob) due() time.Time {
 	var first time.Time
-	for _, t := range []time.Time{p.earlyAt, p.stopAt, p.killAt, p.evalStop, p.evalKill} {
+	for _, t := range []time.Time{p.blameAt, p.earlyAt, p.stopAt, p.killAt, p.evalStop, p.evalKill} {
 		if !t.IsZero() && (first.IsZero() || t.Before(first)) {
 			first = t
 		}
@@ -213,6 +220,9 @@ func (p *psJob) due() time.Time {
 
 // tick stops the processes whose time has come.
 func (p *psJob) tick(now time.Time) error {
+	if p.chiefFailed != nil && !now.Before(p.blameAt) {
+		return p.chiefFailed
+	}
 	if !p.earlyAt.IsZero() && !now.Before(p.earlyAt) {
 		return p.taskError(p.earlyPS, nil, fmt.Sprintf("before the chief ended (which still ran %v later)", p.grace))
 	}
@@ -283,6 +293,9 @@ func (p *psJob) wake() error             { return nil }
 // settle returns cause when it ends the job; once every process has
 // ended, the first failure recorded (nil: the job succeeded).
 func (p *psJob) settle(cause error) error {
+	if p.chiefFailed != nil {
+		return p.chiefFailed
+	}
 	if cause != nil || len(p.failures) == 0 {
 		return cause
 	}

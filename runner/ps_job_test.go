@@ -325,3 +325,18 @@ func TestLaunchPSLocalProcesses(t *testing.T) {
 		"[evaluator]<stdout>: rank none of none ps none role evaluator",
 	})
 }
+
+// TestLaunchPSBlamesServerOverChief: a chief that fails because a server
+// died is not blamed, whichever exit gorun takes in first: the server is.
+func TestLaunchPSBlamesServerOverChief(t *testing.T) {
+	f := newFakeSpawner(t)
+	errc := launchAsync(t.Context(), psConfig(t, f, &testutil.SyncBuffer{}))
+	f.waitSpawned(5)
+	f.proc(0).exit(1)
+	f.proc(3).Kill()
+	err := await(t, errc, 10*time.Second)
+	const want = "runner: parameter server 0 (rank 3) on a was killed by SIGKILL before the chief ended; stopped the other "
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("Launch = %v, want %q", err, want)
+	}
+}
