@@ -144,6 +144,7 @@ func (p *psJob) exited(ex rankExit) error {
 	switch {
 	case role == jobenv.RoleChief && ex.err != nil:
 		p.chiefFailed, p.blameAt = p.taskError(ex.rank, ex.err, ""), time.Now().Add(blameWindow)
+		p.j.log.Info("gorun: the chief failed; waiting for a server's failure that caused it", "err", ex.err, "window", blameWindow)
 	case role == jobenv.RolePS && ex.err != nil && p.chiefFailed != nil:
 		p.j.log.Info("gorun: the chief failed too", "err", p.chiefFailed)
 		return p.taskError(ex.rank, ex.err, "before the chief ended")
