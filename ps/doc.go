@@ -4,10 +4,9 @@
 // coordinator driving the workers that read and update them. It stands
 // beside package hvd, which does not import it.
 //
-// Of that, the package holds today only the first part: the partitioners
-// and the placement of variables' shards on servers. There are no servers,
-// no coordinator and no training loop yet; nothing here opens a connection
-// or starts a goroutine.
+// Of that, the package holds today the partitioners, the placement of
+// variables' shards on servers, and Join, which brings a task of a job up
+// (below). There are no servers, no coordinator and no training loop yet.
 //
 // # Partitioners
 //
@@ -40,4 +39,13 @@
 // depends only on its arguments, so every process of a job that calls Place
 // with the same variables computes the same placement, and the busiest and
 // idlest servers differ by at most the largest shard.
+//
+// # Joining a job
+//
+// Join reads this process's task from its environment
+// (jobenv.DetectTask: gorun --ps, GOROVOD_PS_SERVERS under Slurm, mpirun,
+// torchrun style or a GOROVOD_CLUSTER spec, or TF_CONFIG with "ps" tasks)
+// and returns a Job once every task is up: the chief and the servers
+// listen, everyone learns where (through the job's rendezvous, or from the
+// TF_CONFIG spec), within the start timeout. Job.Close ends it.
 package ps
