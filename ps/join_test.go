@@ -254,3 +254,30 @@ func TestJoinNotATask(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinTLS: with GOROVOD_TLS=1 the tasks meet through a rendezvous
+// that runs inside TLS, and every Job says TLS.
+func TestJoinTLS(t *testing.T) {
+	port := freePort(t)
+	envs := make([]func(string) string, 3)
+	for r := range envs {
+		base := torchrunTask(r, 3, port, 1, "30s")
+		envs[r] = func(k string) string {
+			if k == jobenv.EnvTLS {
+				return "1"
+			}
+			return base(k)
+		}
+	}
+	jobs, errs := joinAll(envs)
+	defer closeAll(t, jobs)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if !jobs[r].TLS {
+			t.Errorf("rank %d: TLS off", r)
+		}
+	}
+	checkAgree(t, jobs, 1, 1)
+}
