@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -314,8 +315,12 @@ func TestLaunchPSLocalProcesses(t *testing.T) {
 		[ "$GOROVOD_RANK" = 0 ] || sleep 0.5`} // the others end after the chief, as it tells them to
 	cfg.GracePeriod = 10 * time.Second
 	cfg.Stdout, cfg.Stderr = &stdout, &stdout
+	cfg.OutputDir = t.TempDir()
 	if err := await(t, launchAsync(t.Context(), cfg), 20*time.Second); err != nil {
 		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.OutputDir, "evaluator", "stdout")); err != nil || string(b) != "rank none of none ps none role evaluator\n" {
+		t.Errorf("DIR/evaluator/stdout: %q, %v", b, err)
 	}
 	checkLines(t, "stdout", stdout.String(), []string{
 		"[0]<stdout>: rank 0 of 4 ps 1 role none",
