@@ -144,6 +144,7 @@ func (p *psJob) exited(ex rankExit) error {
 	switch {
 	case role == jobenv.RoleChief && ex.err != nil:
 		p.chiefFailed, p.blameAt = p.taskError(ex.rank, ex.err, ""), time.Now().Add(blameWindow)
+		p.earlyAt = time.Time{} // a server that exited 0 meanwhile is not the culprit
 		p.j.log.Info("gorun: the chief failed; waiting for a server's failure that caused it", "err", ex.err, "window", blameWindow)
 	case role == jobenv.RolePS && ex.err != nil && p.chiefFailed != nil:
 		p.j.log.Info("gorun: the chief failed too", "err", p.chiefFailed)
@@ -165,7 +166,7 @@ func (p *psJob) exited(ex rankExit) error {
 	case role == jobenv.RoleEvaluator && ex.err != nil && !p.stopped[ex.rank]:
 		p.fail(p.taskError(ex.rank, ex.err, ""))
 	case role == jobenv.RoleEvaluator && ex.err != nil:
-		p.fail(p.taskError(ex.rank, ex.err, fmt.Sprintf("after SIGTERM, sent %v after the chief ended (--evaluator-timeout)", p.evalWait)))
+		p.fail(p.taskError(ex.rank, ex.err, fmt.Sprintf("(it got SIGTERM %v after the chief ended, --evaluator-timeout, and must then exit 0)", p.evalWait)))
 	}
 	return nil
 }

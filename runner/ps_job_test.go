@@ -348,3 +348,21 @@ func TestLaunchPSBlamesServerOverChief(t *testing.T) {
 		t.Fatalf("Launch = %v, want %q", err, want)
 	}
 }
+
+// TestLaunchPSEvaluatorKilledBySIGTERM: an evaluator that dies of the
+// SIGTERM --evaluator-timeout sends, instead of exiting 0, fails the job.
+func TestLaunchPSEvaluatorKilledBySIGTERM(t *testing.T) {
+	f := newFakeSpawner(t)
+	cfg := psConfig(t, f, &testutil.SyncBuffer{})
+	cfg.Evaluator, cfg.EvaluatorTimeout = true, 100*time.Millisecond
+	errc := launchAsync(t.Context(), cfg)
+	f.waitSpawned(6)
+	for r := range 5 {
+		f.proc(r).exit(0)
+	}
+	err := await(t, errc, 10*time.Second)
+	const want = "runner: evaluator on a was killed by SIGTERM (it got SIGTERM 100ms after the chief ended, --evaluator-timeout, and must then exit 0)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Launch = %v, want %q", err, want)
+	}
+}
