@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorovod/gorovod/jobenv"
@@ -27,7 +28,8 @@ type Job struct {
 
 	// Listener, on the chief and on the servers, already listens on the
 	// address published for this task (ChiefAddr, ServerAddrs[Index]):
-	// give it to the coordinator or the server. Nil on a worker.
+	// give it to the coordinator or the server, which owns it from its
+	// first Accept on (Close leaves it open then). Nil on a worker.
 	Listener net.Listener
 
 	Secret    []byte        // the job secret: every connection proves it
@@ -188,7 +190,7 @@ func (j *Job) listenFixed(t jobenv.Task) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", j.where(), err)
 	}
-	if j.Listener, err = net.Listen("tcp", ":"+port); err != nil {
+	if j.Listener, err = listen(":" + port); err != nil {
 		return fmt.Errorf("%s: cannot listen on the port of its TF_CONFIG address %s: %w", j.where(), addr, err)
 	}
 	return nil
@@ -249,7 +251,7 @@ func (j *Job) listenAuto(t jobenv.Task) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", j.where(), err)
 	}
-	if j.Listener, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
+	if j.Listener, err = listen(net.JoinHostPort(host, "0")); err != nil {
 		return "", fmt.Errorf("%s: %w", j.where(), err)
 	}
 	return j.Listener.Addr().String(), nil
@@ -290,8 +292,9 @@ func (j *Job) register(ctx context.Context, addr string) ([]rendezvous.Peer, err
 
 // Close ends this task's part in the job's start: it closes the
 // rendezvous client (kept under gorun), stops the rendezvous the chief
-// serves, and closes Listener (a listener that the coordinator or the
-// server took over and closed already is no error). It is idempotent.
+// serves, and closes Listener unless it is in use: once anything has
+// called its Accept (the coordinator, a server), that owner closes it.
+// It is idempotent.
 func (j *Job) Close() error {
 	var errs []error
 	if j.rdv != nil {
@@ -302,10 +305,33 @@ func (j *Job) Close() error {
 		j.srv.Stop()
 		j.srv = nil
 	}
-	if j.Listener != nil {
-		if err := j.Listener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	if l, ok := j.Listener.(*listener); ok && !l.used.Load() {
+		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// listener is a Job's Listener: it notes its first Accept, after which
+// whoever accepts on it (the coordinator, a server) owns it and Job.Close
+// leaves it open.
+type listener struct {
+	net.Listener
+	used atomic.Bool
+}
+
+// Accept marks the listener used and accepts the next connection.
+func (l *listener) Accept() (net.Conn, error) {
+	l.used.Store(true)
+	return l.Listener.Accept()
+}
+
+// listen listens on addr, as a Job's Listener.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &listener{Listener: ln}, nil
 }

@@ -281,3 +281,43 @@ func TestJoinTLS(t *testing.T) {
 	}
 	checkAgree(t, jobs, 1, 1)
 }
+
+// TestJobCloseLeavesListenerInUse: Close closes a Listener nobody accepts
+// on, and leaves one that its owner accepts on.
+func TestJobCloseLeavesListenerInUse(t *testing.T) {
+	for _, accepted := range []bool{false, true} {
+		ln, err := listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		got := make(chan error, 1)
+		if accepted {
+			go func() {
+				c, err := ln.Accept()
+				if err == nil {
+					c.Close()
+				}
+				got <- err
+			}()
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := (&Job{Listener: ln}).Close(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		if open := err == nil; open != accepted {
+			t.Errorf("accepted %v: listener open after Close %v (%v)", accepted, open, err)
+		}
+	}
+}
