@@ -98,9 +98,7 @@ func (j *job) spawnAll(ctx context.Context, env jobenv.Env, spawnerFor func(stri
 		if j.cfg.MinNP > 0 {
 			c.Env = append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank))
 		}
-		if j.cfg.PS > 0 {
-			c.Env = append(c.Env, jobenv.EnvPSServers+"="+strconv.Itoa(j.cfg.PS))
-		}
+		c.Env = append(c.Env, roleEnv(j.cfg)...)
 		if err := j.spawn(ctx, s, c, len(j.forward), spawnerFor(s.Host)); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -126,11 +124,24 @@ func (j *job) spawnEvaluator(ctx context.Context, env jobenv.Env, spawnerFor fun
 	e.Hostname = host
 	c := Command{
 		Argv: j.cfg.Command,
-		Env:  append(append(slices.Clone(j.forward), e.SidecarEnviron()...), jobenv.EnvRole+"="+jobenv.RoleEvaluator),
+		Env:  append(append(slices.Clone(j.forward), e.SidecarEnviron()...), jobenv.EnvPSServers+"=", jobenv.EnvRole+"="+jobenv.RoleEvaluator),
 		Dir:  j.cfg.Dir,
 		CPUs: CPUShare{Index: 0, Of: 1},
 	}
 	return j.spawn(ctx, s, c, len(j.forward), spawnerFor(host))
+}
+
+// roleEnv is the part of a rank's environment that says whether the job
+// is a parameter-server job: GOROVOD_PS_SERVERS=N (empty in an all-reduce
+// job) and GOROVOD_ROLE empty (only the evaluator has one). Both are set,
+// empty or not, so that values left in gorun's own environment, which
+// local ranks inherit, never reach a rank.
+func roleEnv(cfg Config) []string {
+	servers := ""
+	if cfg.PS > 0 {
+		servers = strconv.Itoa(cfg.PS)
+	}
+	return []string{jobenv.EnvPSServers + "=" + servers, jobenv.EnvRole + "="}
 }
 
 // elasticID is the name of the worker started as launch index rank on

@@ -366,3 +366,21 @@ func TestLaunchPSEvaluatorKilledBySIGTERM(t *testing.T) {
 		t.Fatalf("Launch = %v, want %q", err, want)
 	}
 }
+
+// TestLaunchClearsStaleRoleVars: GOROVOD_PS_SERVERS and GOROVOD_ROLE left
+// in gorun's environment (exported for an srun job, say) reach no rank of
+// an all-reduce job, which local ranks would otherwise inherit, making
+// every rank a parameter-server task or the evaluator.
+func TestLaunchClearsStaleRoleVars(t *testing.T) {
+	t.Setenv(jobenv.EnvPSServers, "3")
+	t.Setenv(jobenv.EnvRole, jobenv.RoleEvaluator)
+	var stdout testutil.SyncBuffer
+	cfg := DefaultConfig()
+	cfg.NP = 2
+	cfg.Command = []string{"sh", "-c", `echo "ps=[$GOROVOD_PS_SERVERS] role=[$GOROVOD_ROLE]"`}
+	cfg.Stdout, cfg.Stderr = &stdout, &stdout
+	if err := await(t, launchAsync(t.Context(), cfg), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkLines(t, "stdout", stdout.String(), []string{"[0]<stdout>: ps=[] role=[]", "[1]<stdout>: ps=[] role=[]"})
+}
