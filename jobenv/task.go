@@ -15,16 +15,6 @@ import (
 // GOROVOD_PS_SERVERS under any launcher of ranks, GOROVOD_ROLE for the
 // evaluator, and a TF_CONFIG spec with "ps" tasks (DetectTask).
 
-// Variables of a parameter-server job. gorun --ps N sets EnvPSServers in
-// every rank and gorun --evaluator sets EnvRole in the evaluator; under
-// another launcher of ranks (Slurm, mpirun, torchrun style, a
-// GOROVOD_CLUSTER spec) the user sets EnvPSServers for every rank. They
-// are not tuning knobs: Env does not carry them.
-const (
-	EnvPSServers = "GOROVOD_PS_SERVERS" // N ≥ 1: a PS job; rank 0 is the chief, the last N ranks are parameter servers, the others workers
-	EnvRole      = "GOROVOD_ROLE"       // "evaluator": the sidecar evaluator, which is not a rank
-)
-
 // Roles of the processes of a parameter-server job (Task.Role).
 const (
 	RoleChief     = "chief"     // rank 0: creates the variables, schedules the steps, ends the job
