@@ -14,7 +14,11 @@
 // which one). A launcher that says the job is larger than one rank but
 // cannot be joined is an error, never a silent job of one rank. With no
 // launcher at all the process is a job of one rank, so the same program
-// runs alone or under any launcher:
+// runs alone or under any launcher. Init fails in a task of a
+// parameter-server job (GOROVOD_PS_SERVERS, GOROVOD_ROLE=evaluator,
+// TF_CONFIG with "ps" tasks; jobenv.ErrPSJob), which package ps runs; Role
+// says what a process is in either kind of job ("chief", "worker", "ps",
+// "evaluator"):
 //
 //	if err := hvd.Init(ctx); err != nil { ... }
 //	defer hvd.Shutdown()

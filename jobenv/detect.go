@@ -63,6 +63,11 @@ type JoinPlan struct {
 // variables and last TF_CONFIG, which a shell may have exported long before
 // the launcher ran. With none of them the result is a job of one rank.
 //
+// An environment of a parameter-server job (see DetectTask:
+// GOROVOD_PS_SERVERS, GOROVOD_ROLE, a TF_CONFIG spec with "ps" tasks) is
+// an error wrapping ErrPSJob that names this process's task: its programs
+// run with package ps, not with an all-reduce Init.
+//
 // A launcher whose variables say that the job has more than one rank and
 // that cannot be joined (a variable missing or malformed, no way to find
 // rank 0, an unreadable secret) is an error wrapping ErrLauncher that names
@@ -111,7 +116,17 @@ func launcherReaders() []launcherReader {
 	return []launcherReader{clusterReader(), openMPIReader(), mpichReader(), slurmReader(), torchrunReader(), tfConfigReader()}
 }
 
+// detect is Detect: the job of ranks that detectJob reads, unless the
+// environment is that of a parameter-server job (psJobError).
 func (d detector) detect() (Env, JoinPlan, error) {
+	if err := d.psJobError(); err != nil {
+		return Env{}, JoinPlan{}, err
+	}
+	return d.detectJob()
+}
+
+// detectJob reads the job of ranks that the launcher started.
+func (d detector) detectJob() (Env, JoinPlan, error) {
 	if d.getenv(EnvRank) != "" {
 		env, _, err := FromEnviron(d.getenv)
 		return env, JoinPlan{Launcher: LauncherGorun}, err

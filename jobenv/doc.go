@@ -60,7 +60,7 @@
 // TF_CONFIG (TFConfig, ParseTFConfig; GOROVOD_CLUSTER may hold one too),
 // whose chief and workers form an all-reduce job: the chief is rank 0, the
 // workers follow in order; an evaluator task, and a spec with "ps" tasks
-// (parameter-server training, not supported yet), are errors. Rank 0 serves the
+// (a parameter-server job, below), are errors. Rank 0 serves the
 // rendezvous at an address every rank works out the same way: the step's
 // first node (Slurm), MASTER_ADDR:MASTER_PORT, the spec's first host, the
 // chief's (or first worker's) TF_CONFIG address, or 127.0.0.1 when every
@@ -74,4 +74,16 @@
 // out but not an attacker; rank 0 then warns. Variables that say the job
 // has several ranks but cannot be joined are an ErrLauncher error naming
 // the launcher and what it read.
+//
+// # Parameter-server jobs
+//
+// DetectTask reads the roles of a parameter-server job (package ps runs
+// them): GOROVOD_PS_SERVERS=N under any launcher of ranks (gorun --ps N
+// sets it; with Slurm, srun -n $((1+M+N)) --export=ALL,GOROVOD_PS_SERVERS=N)
+// makes rank 0 the chief, ranks 1..M the workers and the last N ranks the
+// parameter servers; GOROVOD_ROLE=evaluator (gorun --evaluator) marks the
+// sidecar evaluator, which is not a rank; a TF_CONFIG spec with "ps" tasks
+// gives each task its role by its type, with the chief's and the servers'
+// listed addresses fixed. Detect refuses such an environment (ErrPSJob):
+// hvd.Init joins all-reduce jobs only.
 package jobenv

@@ -54,6 +54,17 @@ const (
 // which hvd.RunElastic looks itself up by.
 const EnvElasticID = "GOROVOD_ELASTIC_ID"
 
+// Variables of a parameter-server job (read by DetectTask). gorun sets
+// EnvPSServers in every rank (empty in an all-reduce job) and EnvRole in
+// the evaluator (empty in the ranks); under
+// another launcher of ranks (Slurm, mpirun, torchrun style, a
+// GOROVOD_CLUSTER spec) the user sets EnvPSServers for every rank. They
+// are not tuning knobs: Env does not carry them.
+const (
+	EnvPSServers = "GOROVOD_PS_SERVERS" // N ≥ 1: a PS job; rank 0 is the chief, the last N ranks are parameter servers, the others workers
+	EnvRole      = "GOROVOD_ROLE"       // "evaluator": the sidecar evaluator, which is not a rank
+)
+
 // Variables that gorun never writes, read by Detect when another launcher
 // (Slurm, mpirun, torchrun, a cluster spec, TF_CONFIG) started the process.
 const (
@@ -106,6 +117,22 @@ func (e Env) Environ() []string {
 	kv := make([]string, len(vars))
 	for i, v := range vars {
 		kv[i] = v.name + "=" + v.get(&e)
+	}
+	return kv
+}
+
+// SidecarEnviron returns the contract of a process of the job that is not
+// a rank (gorun --evaluator's evaluator): Environ without the ranks, the
+// sizes and the rendezvous address, so that it keeps the host name, the
+// secret, the bind address and the knobs. Like Environ it includes the
+// secret.
+func (e Env) SidecarEnviron() []string {
+	var kv []string
+	for _, v := range envVars() {
+		if v.identity && !v.secret {
+			continue
+		}
+		kv = append(kv, v.name+"="+v.get(&e))
 	}
 	return kv
 }

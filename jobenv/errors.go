@@ -15,6 +15,10 @@ var (
 	// or an unusable secret. The message names the launcher and the
 	// variables it read.
 	ErrLauncher = errors.New("jobenv: cannot join the launcher's job")
+	// ErrPSJob reports, from Detect, an environment that makes this
+	// process a task of a parameter-server job (see DetectTask), which
+	// package ps runs: hvd.Init joins all-reduce jobs only.
+	ErrPSJob = errors.New("jobenv: a task of a parameter-server job")
 )
 
 // maxQuoted bounds how much of a user's input an error message repeats.

@@ -23,7 +23,7 @@ const (
 	TFChief     = "chief"     // the one task that also saves checkpoints: rank 0
 	TFMaster    = "master"    // TensorFlow 1's name for the chief, read as the chief
 	TFWorker    = "worker"    // a training task: the ranks after the chief
-	TFPS        = "ps"        // a parameter server: not supported yet
+	TFPS        = "ps"        // a parameter server: a parameter-server job (see DetectTask)
 	TFEvaluator = "evaluator" // evaluates checkpoints beside the job: not a rank
 )
 
@@ -238,11 +238,11 @@ func (c TFConfig) AllReduceAddrs() []string {
 
 // Rank returns this task's rank in the all-reduce job: 0 for the chief,
 // the worker's index (plus one when there is a chief) for a worker. A spec
-// with parameter servers, and an evaluator task, are errors: they are not
-// all-reduce ranks.
+// with parameter servers (an error wrapping ErrPSJob: DetectTask reads
+// it), and an evaluator task, are errors: they are not all-reduce ranks.
 func (c TFConfig) Rank() (int, error) {
 	if n := len(c.Cluster[TFPS]); n > 0 {
-		return 0, fmt.Errorf(`the cluster has "ps" tasks (%d): parameter-server training (chief, worker and ps tasks) is not supported yet; without "ps" tasks the chief and workers form an all-reduce job`, n)
+		return 0, fmt.Errorf(`%w: the cluster has "ps" tasks (%d): run its tasks with ps.Run (or ps.Join), not with an all-reduce job's Init; without "ps" tasks the chief and workers form an all-reduce job`, ErrPSJob, n)
 	}
 	switch c.Task.Type {
 	case TFChief, TFMaster:

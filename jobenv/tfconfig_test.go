@@ -198,9 +198,9 @@ func TestDetectTFConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{"ps tasks: a worker", []string{"TF_CONFIG=" + withPS + `{"type":"worker","index":0}}`},
-			[]string{"tfconfig", "TF_CONFIG=", `"ps" tasks (2)`, "parameter-server training", "not supported yet"}},
+			[]string{"tfconfig", "TF_CONFIG=", `"ps" tasks (2)`, "parameter-server job", "ps.Run"}},
 		{"ps tasks: a ps", []string{"TF_CONFIG=" + withPS + `{"type":"ps","index":1}}`},
-			[]string{"parameter-server training", "not supported yet"}},
+			[]string{"parameter-server job", "ps.Run"}},
 		{"the evaluator", []string{"TF_CONFIG=" + eval},
 			[]string{"tfconfig", "this task is the evaluator", "does not join the all-reduce job"}},
 		{"malformed", []string{`TF_CONFIG={"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":3}}`},
@@ -208,7 +208,7 @@ func TestDetectTFConfigErrors(t *testing.T) {
 		{"not JSON", []string{"TF_CONFIG=worker:0"}, []string{"tfconfig", "TF_CONFIG=worker:0", "not JSON"}},
 		{"empty object", []string{"TF_CONFIG={}"}, []string{"tfconfig", `no "cluster"`}},
 		{"GOROVOD_CLUSTER with ps", []string{"GOROVOD_CLUSTER=" + withPS + `{"type":"chief","index":0}}`},
-			[]string{"cluster", "GOROVOD_CLUSTER=", "parameter-server training"}},
+			[]string{"cluster", "GOROVOD_CLUSTER=", "parameter-server job"}},
 		{"GOROVOD_CLUSTER malformed", []string{`GOROVOD_CLUSTER={"cluster":{"worker":["a:1"]},"task":{"type":"chief","index":0}}`},
 			[]string{"cluster", `type "chief" is not in "cluster"`}},
 		{"GOROVOD_CLUSTER in TF shape with an index", []string{"GOROVOD_CLUSTER=" + tfSpec(`{"type":"chief","index":0}`),

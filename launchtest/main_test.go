@@ -45,7 +45,7 @@ func bin(t testing.TB, name string) string {
 		}
 		for pkg, out := range map[string]string{"../cmd/gorun": "gorun", "../examples/hello": "hello",
 			"../examples/allreduce_bench": "allreduce_bench", "../examples/mnist": "mnist",
-			"./testdata/elasticrank": "elasticrank", "./testdata/freezerank": "freezerank",
+			"./testdata/elasticrank": "elasticrank", "./testdata/freezerank": "freezerank", "./testdata/psjoin": "psjoin",
 			"../examples/synthetic_benchmark": "synthetic_benchmark"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
 			if b, err := cmd.CombinedOutput(); err != nil {

@@ -91,6 +91,20 @@ func TestSlurm(t *testing.T) {
 		benchWrong(t, r.stdout)
 	})
 
+	t.Run("srun ps job", func(t *testing.T) {
+		// 4 tasks on 2 nodes of 2 CPUs: rank 0 the chief and rank 1 the
+		// worker on node1, the two servers on node2.
+		r := slurm("srun", "-N", "2", "-n", "4", "--export=ALL,GOROVOD_PS_SERVERS=2", bin(t, "psjoin"))
+		mustSucceed(t, "srun -n 4 psjoin with GOROVOD_PS_SERVERS=2", r)
+		places := psPlaces(t, r.stdout)
+		want := map[string]string{"chief 0": "0 node1", "worker 0": "1 node1", "ps 0": "2 node2", "ps 1": "3 node2"}
+		for task, place := range want {
+			if places[task] != place {
+				t.Errorf("%s is rank and host %q, want %q\n%s", task, places[task], place, r.stdout)
+			}
+		}
+	})
+
 	var wantMnist string
 	var once sync.Once
 	mnistUnderGorun := func(t *testing.T) string {

@@ -127,4 +127,13 @@
 //
 // Schedule never blocks: the queue is unbounded, since the chief bounds
 // what it schedules ahead (a few steps per worker, then Join or Wait).
+//
+// # Joining a job
+//
+// Join reads this process's task from its environment
+// (jobenv.DetectTask: gorun --ps, GOROVOD_PS_SERVERS under Slurm, mpirun,
+// torchrun style or a GOROVOD_CLUSTER spec, or TF_CONFIG with "ps" tasks)
+// and returns a Job once every task is up: the chief and the servers
+// listen, everyone learns where (through the job's rendezvous, or from the
+// TF_CONFIG spec), within the start timeout. Job.Close ends it.
 package ps

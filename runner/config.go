@@ -126,6 +126,25 @@ type Config struct {
 	// hosts that disappear. One run is bounded (see DiscoverHosts).
 	DiscoveryScript string
 	SlotsPerHost    int
+	// PS > 0 makes the job a parameter-server job (gorun --ps): NP workers,
+	// PS parameter servers and a chief, Size 1+NP+PS ranks of the same
+	// program, each with GOROVOD_PS_SERVERS=PS (see jobenv.DetectTask;
+	// package ps runs them). The servers and the workers take slots
+	// (AssignPS); the chief runs on the first host beside them without
+	// taking one. A worker that fails does not stop the job; a server that
+	// ends before the chief, or a chief that fails, does (see Launch).
+	PS int
+	// Evaluator, in a parameter-server job, starts one more process of the
+	// program on the first host, outside the ranks and without taking a
+	// slot, with GOROVOD_ROLE=evaluator (gorun --evaluator): the sidecar
+	// evaluator (package evaluator). Its output is prefixed
+	// "[evaluator]" and goes to DIR/evaluator with OutputDir.
+	Evaluator bool
+	// EvaluatorTimeout is how long the evaluator may run on after the chief
+	// has ended before it gets SIGTERM (gorun --evaluator-timeout); 0 means
+	// DefaultEvaluatorTimeout.
+	EvaluatorTimeout time.Duration
+
 	// ElasticTimeout is how long an elastic job with a discovery script
 	// waits, at the start or after losing ranks (even all of them), for
 	// hosts enough for MinNP ranks before it fails (gorun
@@ -135,6 +154,9 @@ type Config struct {
 
 // DefaultElasticTimeout is Config.ElasticTimeout's default.
 const DefaultElasticTimeout = 10 * time.Minute
+
+// DefaultEvaluatorTimeout is Config.EvaluatorTimeout's default.
+const DefaultEvaluatorTimeout = 5 * time.Minute
 
 // Elastic reports whether c describes an elastic job.
 func (c Config) Elastic() bool { return c.MinNP > 0 || c.MaxNP > 0 || c.DiscoveryScript != "" }
@@ -150,12 +172,22 @@ func DefaultConfig() Config {
 	}
 }
 
-// hosts returns the host list, localhost with NP slots when none is given.
+// hosts returns the host list, localhost with NP slots (NP+PS in a
+// parameter-server job) when none is given.
 func (c Config) hosts() []Host {
 	if len(c.Hosts) == 0 {
-		return []Host{{Name: "localhost", Slots: max(c.NP, 1)}}
+		return []Host{{Name: "localhost", Slots: max(c.NP+max(c.PS, 0), 1)}}
 	}
 	return c.Hosts
+}
+
+// size is the number of ranks the job starts: NP, or in a parameter-server
+// job a chief, NP workers and PS servers.
+func (c Config) size() int {
+	if c.PS > 0 {
+		return 1 + c.NP + c.PS
+	}
+	return c.NP
 }
 
 // jobEnv returns the worker environment shared by every rank of the job:
@@ -186,6 +218,9 @@ func (c Config) gorunLevel() slog.Level {
 func (c Config) withDefaults() (Config, error) {
 	if c.Elastic() && c.MinNP == 0 {
 		c.MinNP = c.NP
+	}
+	if c.EvaluatorTimeout == 0 {
+		c.EvaluatorTimeout = DefaultEvaluatorTimeout
 	}
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout

@@ -43,8 +43,18 @@ func (c Config) Validate() error {
 	check(c.SlotsPerHost == 0 || c.DiscoveryScript != "", "--slots-per-host needs --host-discovery-script")
 	check(c.ElasticTimeout >= 0, "--elastic-timeout %v is negative", c.ElasticTimeout)
 	for _, r := range c.OutputRanks {
+		if c.PS > 0 {
+			check(r >= 0 && r < c.size(), "--output-ranks %d is not a rank of the %d of a chief, -np %d workers and --ps %d servers", r, c.size(), c.NP, c.PS)
+			continue
+		}
 		check(r >= 0 && (r < c.NP || c.Elastic()), "--output-ranks %d is not a rank of -np %d", r, c.NP)
 	}
+	check(c.PS >= 0, "--ps %d is negative", c.PS)
+	check(c.PS == 0 || !c.Elastic(), "--ps cannot make an elastic job (--min-np, --max-np or --host-discovery-script): a parameter-server job's workers may fail and come back without it")
+	check(c.PS == 0 || c.Launcher != SpawnSrun, "--ps cannot run its ranks as srun steps; in a Slurm allocation start the job with srun -n $((1+M+N)) --export=ALL,GOROVOD_PS_SERVERS=N (see examples/slurm)")
+	check(!c.Evaluator || c.PS > 0, "--evaluator needs a parameter-server job (--ps N)")
+	check(c.EvaluatorTimeout >= 0, "--evaluator-timeout %v is negative", c.EvaluatorTimeout)
+	check(c.EvaluatorTimeout == 0 || c.Evaluator, "--evaluator-timeout needs --evaluator")
 	return errors.Join(errs...)
 }
 
@@ -52,11 +62,19 @@ func (c Config) Validate() error {
 // without hosts fits on this one host, and that no two hosts name this
 // machine.
 func (c Config) checkHostList() error {
-	if len(c.Hosts) == 0 && c.NP > MaxSlotsPerHost {
+	if len(c.Hosts) == 0 && c.NP+max(c.PS, 0) > MaxSlotsPerHost {
+		if c.PS > 0 {
+			return fmt.Errorf("%w: -np %d workers and --ps %d servers exceed the %d ranks one host can run (no -H or -hostfile was given, so all would run on localhost)",
+				ErrSlots, c.NP, c.PS, MaxSlotsPerHost)
+		}
 		return fmt.Errorf("%w: -np %d exceeds the %d ranks one host can run (no -H or -hostfile was given, so all would run on localhost)",
 			ErrSlots, c.NP, MaxSlotsPerHost)
 	}
-	if err := checkAssignArgs(c.hosts(), c.NP); err != nil {
+	if c.PS > 0 {
+		if err := checkAssignPSArgs(c.hosts(), c.NP, c.PS); err != nil {
+			return err
+		}
+	} else if err := checkAssignArgs(c.hosts(), c.NP); err != nil {
 		return err
 	}
 	return checkLocalAliases(c.Hosts)

@@ -125,6 +125,25 @@
 // *ConnectBackError. Launch returns only after every rank is gone (or,
 // after SIGKILL, 2 s more have passed), and leaves no goroutine behind.
 //
+// # Parameter-server jobs
+//
+// With Config.PS = N (gorun --ps N) the job is a parameter-server job of
+// a chief, NP workers and N servers, 1+NP+N ranks of the same program,
+// each with GOROVOD_PS_SERVERS=N (rank 0 the chief, the last N ranks the
+// servers; see jobenv.DetectTask). AssignPS places them: the servers and
+// workers take slots, the servers first, spread one per host in turn, the
+// workers then filling the free slots in host order; the chief runs on the
+// first host without taking a slot, and so does the evaluator
+// (Config.Evaluator, gorun --evaluator: GOROVOD_ROLE=evaluator, no rank,
+// output prefixed "[evaluator]"). Their own controller decides what an
+// exit means: a worker's failure is logged and the job goes on (the chief
+// re-runs its steps on the others); a server that ends before the chief,
+// or a failing chief (blamed only if no server fails within the blame
+// window after it), stops the job with a *TaskError naming it; after the
+// chief exits 0 the others have GracePeriod to exit on their own, a
+// server still running then failing the job; the evaluator gets SIGTERM
+// EvaluatorTimeout (5 minutes) after the chief has ended and must exit 0.
+//
 // A local rank gets SIGKILL when gorun itself dies, even by SIGKILL (Linux's
 // parent-death signal); processes that the rank started survive that one
 // case, unless they watch the rendezvous as hvd ranks do.

@@ -365,7 +365,7 @@ func (e *elasticJob) spawnElastic(host string) error {
 	s := Slot{Host: host, Rank: rank, Size: rank + 1, LocalSize: 1, CrossSize: 1}
 	c := Command{
 		Argv: e.cfg.Command,
-		Env:  append(append(slices.Clone(e.forward), e.env.ForSlot(jobenv.Slot(s)).Environ()...), jobenv.EnvElasticID+"="+elasticID(host, rank)),
+		Env:  append(append(append(slices.Clone(e.forward), e.env.ForSlot(jobenv.Slot(s)).Environ()...), roleEnv(e.cfg)...), jobenv.EnvElasticID+"="+elasticID(host, rank)),
 		Dir:  e.cfg.Dir,
 		CPUs: e.shareOn(host),
 	}

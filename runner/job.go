@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,11 +62,24 @@ type rankExit struct {
 }
 
 func newJob(cfg Config, log *slog.Logger, srv jobServer, out *output, slots []Slot) *job {
+	procs := len(slots)
+	if cfg.Evaluator {
+		procs++ // the evaluator's index: len(slots)
+	}
 	return &job{
 		cfg: cfg, log: log, srv: srv, out: out, slots: slots, forward: forwardedEnv(cfg.ForwardEnv),
-		ranks: make([]*rankProc, len(slots)),
-		exits: make(chan rankExit, len(slots)+maxAdded),
+		ranks: make([]*rankProc, procs),
+		exits: make(chan rankExit, procs+maxAdded),
 	}
+}
+
+// evaluatorIndex is the index of the evaluator (gorun --evaluator) among
+// the job's processes: after the ranks; -1 without one.
+func (j *job) evaluatorIndex() int {
+	if !j.cfg.Evaluator {
+		return -1
+	}
+	return len(j.slots)
 }
 
 // spawnAll starts every rank in order and returns the first spawn error.
@@ -84,6 +98,7 @@ func (j *job) spawnAll(ctx context.Context, env jobenv.Env, spawnerFor func(stri
 		if j.cfg.MinNP > 0 {
 			c.Env = append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank))
 		}
+		c.Env = append(c.Env, roleEnv(j.cfg)...)
 		if err := j.spawn(ctx, s, c, len(j.forward), spawnerFor(s.Host)); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -91,7 +106,42 @@ func (j *job) spawnAll(ctx context.Context, env jobenv.Env, spawnerFor func(stri
 			return err
 		}
 	}
+	if j.cfg.Evaluator && ctx.Err() == nil {
+		if err := j.spawnEvaluator(ctx, env, spawnerFor); err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// spawnEvaluator starts the evaluator (gorun --evaluator) on the first
+// host: the program once more, not a rank, with the job's knobs, secret
+// and host name and GOROVOD_ROLE=evaluator (jobenv.Env.SidecarEnviron).
+func (j *job) spawnEvaluator(ctx context.Context, env jobenv.Env, spawnerFor func(string) Spawner) error {
+	host := j.slots[0].Host
+	s := Slot{Host: host, Rank: j.evaluatorIndex(), LocalSize: 1, CrossSize: 1, Size: len(j.slots)}
+	e := env
+	e.Hostname = host
+	c := Command{
+		Argv: j.cfg.Command,
+		Env:  append(append(slices.Clone(j.forward), e.SidecarEnviron()...), jobenv.EnvPSServers+"=", jobenv.EnvRole+"="+jobenv.RoleEvaluator),
+		Dir:  j.cfg.Dir,
+		CPUs: CPUShare{Index: 0, Of: 1},
+	}
+	return j.spawn(ctx, s, c, len(j.forward), spawnerFor(host))
+}
+
+// roleEnv is the part of a rank's environment that says whether the job
+// is a parameter-server job: GOROVOD_PS_SERVERS=N (empty in an all-reduce
+// job) and GOROVOD_ROLE empty (only the evaluator has one). Both are set,
+// empty or not, so that values left in gorun's own environment, which
+// local ranks inherit, never reach a rank.
+func roleEnv(cfg Config) []string {
+	servers := ""
+	if cfg.PS > 0 {
+		servers = strconv.Itoa(cfg.PS)
+	}
+	return []string{jobenv.EnvPSServers + "=" + servers, jobenv.EnvRole + "="}
 }
 
 // elasticID is the name of the worker started as launch index rank on
@@ -101,7 +151,11 @@ func elasticID(host string, rank int) string { return fmt.Sprintf("%s/%d", host,
 // spawn starts the rank of slot s and a goroutine that waits for it. The
 // first nForward entries of c.Env are -x variables, logged by name only.
 func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spawner) error {
-	out, err := j.out.open(s.Rank)
+	open := j.out.open
+	if s.Rank == j.evaluatorIndex() {
+		open = func(int) (*rankOutput, error) { return j.out.openEvaluator() }
+	}
+	out, err := open(s.Rank)
 	if err != nil {
 		return err
 	}

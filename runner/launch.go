@@ -58,6 +58,16 @@ import (
 // When ctx ends, Launch stops every rank the same way and returns an error
 // wrapping ErrInterrupted. Configuration errors come back before anything
 // starts (see Config.Validate).
+//
+// A parameter-server job (Config.PS) starts a chief, NP workers and PS
+// servers (AssignPS places them) and, with Config.Evaluator, an evaluator,
+// and follows its own rules (see Config.PS): a worker's failure is logged
+// and the job goes on; a server that ends before the chief, or a chief
+// that fails, stops the job with a *TaskError naming it; after the chief
+// exits 0 the others have the grace period to exit on their own (a server
+// still running then is a *TaskError), and the evaluator has
+// EvaluatorTimeout. Launch returns nil only if the chief, every server
+// and the evaluator exited with status 0.
 func Launch(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -74,7 +84,7 @@ func Launch(ctx context.Context, cfg Config) error {
 		}
 		np = min(np, TotalSlots(hosts))
 	}
-	slots, err := Assign(hosts, np)
+	slots, err := assignSlots(cfg, hosts, np)
 	if err != nil {
 		return err
 	}
@@ -111,6 +121,9 @@ func Launch(ctx context.Context, cfg Config) error {
 	spawnerAt := withHostAddrs(spawnerFor, plan, srv.Addr())
 	spawnErr := j.spawnAll(ctx, env, spawnerAt)
 	var ctl controller = newStaticJob(j)
+	if cfg.PS > 0 {
+		ctl = newPSJob(j)
+	}
 	if spawnErr == nil && ctx.Err() == nil && cfg.Elastic() {
 		ctl, spawnErr = startElastic(ctx, j, hosts, env, spawnerAt)
 	}
@@ -119,6 +132,15 @@ func Launch(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return unregisteredHosts(err, srv, slots, addrOf, time.Since(started), cfg.StartTimeout)
+}
+
+// assignSlots places the ranks: Assign, or AssignPS in a parameter-server
+// job (np workers and cfg.PS servers).
+func assignSlots(cfg Config, hosts []Host, np int) ([]Slot, error) {
+	if cfg.PS > 0 {
+		return AssignPS(hosts, np, cfg.PS)
+	}
+	return Assign(hosts, np)
 }
 
 // orInterrupted returns err, or the interruption when ctx ended.

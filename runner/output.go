@@ -159,35 +159,53 @@ type rankOutput struct {
 
 // open creates the streams of rank (and its files, with a directory).
 func (o *output) open(rank int) (*rankOutput, error) {
+	return o.openAs(fmt.Sprintf("rank.%0*d", o.width, rank), strconv.Itoa(rank), o.show == nil || o.show[rank])
+}
+
+// evaluatorName names the evaluator's output (gorun --evaluator): its
+// prefix, "[evaluator]<stdout>: ", and its directory, DIR/evaluator.
+const evaluatorName = "evaluator"
+
+// openEvaluator creates the streams of the evaluator, which is not a rank;
+// the terminal shows it unless --output-ranks names the ranks to show.
+func (o *output) openEvaluator() (*rankOutput, error) {
+	return o.openAs(evaluatorName, evaluatorName, o.show == nil)
+}
+
+// openAs creates the streams of a process whose lines show label, and
+// its files in DIR/dirName with a directory; shown says whether the
+// terminal shows them.
+func (o *output) openAs(dirName, label string, shown bool) (*rankOutput, error) {
 	var files [2]*os.File
 	if o.dir != "" {
-		dir := filepath.Join(o.dir, fmt.Sprintf("rank.%0*d", o.width, rank))
+		dir := filepath.Join(o.dir, dirName)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("runner: output of rank %d: %w", rank, err)
+			return nil, fmt.Errorf("runner: output of %s: %w", dirName, err)
 		}
 		for i, name := range []string{"stdout", "stderr"} {
 			f, err := os.Create(filepath.Join(dir, name))
 			if err != nil {
 				closeFiles(files[:i])
-				return nil, fmt.Errorf("runner: output of rank %d: %w", rank, err)
+				return nil, fmt.Errorf("runner: output of %s: %w", dirName, err)
 			}
 			files[i] = f
 		}
 	}
 	stdout, stderr := o.stdout, o.stderr
-	if o.show != nil && !o.show[rank] {
+	if !shown {
 		stdout, stderr = nil, nil // its files only
 	}
 	return &rankOutput{
-		Stdout: newRankStream(stdout, streamPrefix(rank, "stdout"), files[0], o.stamp),
-		Stderr: newRankStream(stderr, streamPrefix(rank, "stderr"), files[1], o.stamp),
+		Stdout: newRankStream(stdout, labelPrefix(label, "stdout"), files[0], o.stamp),
+		Stderr: newRankStream(stderr, labelPrefix(label, "stderr"), files[1], o.stamp),
 	}, nil
 }
 
 // streamPrefix is the prefix of rank's lines on stream: "[R]<stdout>: ".
-func streamPrefix(rank int, stream string) string {
-	return "[" + strconv.Itoa(rank) + "]<" + stream + ">: "
-}
+func streamPrefix(rank int, stream string) string { return labelPrefix(strconv.Itoa(rank), stream) }
+
+// labelPrefix is the prefix of a process's lines on stream: "[label]<stdout>: ".
+func labelPrefix(label, stream string) string { return "[" + label + "]<" + stream + ">: " }
 
 // setRank makes the prefix of the lines the rank prints from now on show
 // rank: the rank that an elastic job's latest generation gives the worker

@@ -99,11 +99,15 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 		}
 	}
 	cfg.Hosts = hosts
+	cfg.PS, cfg.Evaluator = c.Int("ps"), c.Bool("evaluator")
+	if c.IsSet("evaluator-timeout") {
+		cfg.EvaluatorTimeout = c.Generic("evaluator-timeout").(*duration).d
+	}
 	switch {
 	case c.IsSet("np"):
 		cfg.NP = c.Int("np")
 	case len(hosts) > 0:
-		cfg.NP = runner.TotalSlots(hosts)
+		cfg.NP = runner.TotalSlots(hosts) - max(cfg.PS, 0) // the slots the servers leave to workers
 	default:
 		return cfg, usagef("-np is required when neither -H nor -hostfile is given")
 	}

@@ -17,6 +17,12 @@
 //	-np N                 ranks to start (default: all the slots of -H or -hostfile)
 //	--start-timeout D     how long ranks wait for each other in hvd.Init (30s)
 //	-x NAME, -x NAME=v    pass a variable to every rank (repeatable; NAME1,NAME2)
+//	--ps N                a parameter-server job: -np workers, N servers and a
+//	                      chief (rank 0, on the first host without a slot), each
+//	                      rank with GOROVOD_PS_SERVERS=N; a failing worker is
+//	                      logged and the job goes on
+//	--evaluator           with --ps: the program once more, GOROVOD_ROLE=evaluator
+//	--evaluator-timeout D how long it runs on after the chief ends (5m), then SIGTERM
 //
 // Hosts (without -H or -hostfile: the nodes and slots of the Slurm
 // allocation gorun runs in, started through srun; else localhost with -np

@@ -43,6 +43,13 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: "slots-per-host", Category: catHosts, Usage: "slots of a host the discovery script lists without a count", DefaultText: "1"},
 		&cli.GenericFlag{Name: "elastic-timeout", Category: catJob, Value: &duration{runner.DefaultElasticTimeout},
 			Usage: "how long an elastic job with a discovery script waits for hosts enough for --min-np ranks, at the start or after losing ranks, before it fails (Go duration, or seconds)"},
+		&cli.IntFlag{Name: "ps", Category: catJob,
+			Usage:       "make it a parameter-server job of N servers: -np workers, N servers and a chief, 1+np+N ranks of the program with GOROVOD_PS_SERVERS=N (rank 0 the chief, the last N the servers; the program runs ps.Run); servers spread across the hosts first, workers fill the other slots, the chief runs on the first host without a slot; a worker that fails is logged and the job goes on, a server that ends before the chief or a chief that fails stops it; after the chief exits 0 the others have the stop grace period (3s, as between SIGTERM and SIGKILL) to exit",
+			DefaultText: "all-reduce job"},
+		&cli.BoolFlag{Name: "evaluator", Category: catJob,
+			Usage: "with --ps, start the program once more on the first host, without a slot or a rank, with GOROVOD_ROLE=evaluator (it runs evaluator.Run); its output is prefixed [evaluator]"},
+		&cli.GenericFlag{Name: "evaluator-timeout", Category: catJob, Value: &duration{runner.DefaultEvaluatorTimeout},
+			Usage: "how long the evaluator may run on after the chief has ended before it gets SIGTERM; it must then exit 0 (Go duration, or seconds)"},
 
 		&cli.StringSliceFlag{Name: "hosts", Aliases: []string{"H"}, Category: catHosts,
 			Usage:       "hosts and their slots: host1:2,host2:2; list this machine once (localhost, 127.0.0.1, ::1 and its name are one host)",

@@ -271,3 +271,20 @@ func TestFlagsAfterProgram(t *testing.T) {
 		}
 	}
 }
+
+// TestPSFlags: --ps, --evaluator and --evaluator-timeout reach the
+// Config; without -np the workers take the slots the servers leave; a
+// chief's status is gorun's.
+func TestPSFlags(t *testing.T) {
+	cfg, err := parse(t, "--ps", "2", "-H", "a:2,b:3", "--evaluator", "--evaluator-timeout", "90", "./train")
+	if err != nil || cfg.PS != 2 || cfg.NP != 3 || !cfg.Evaluator || cfg.EvaluatorTimeout != 90*time.Second {
+		t.Errorf("PS %d NP %d evaluator %v timeout %v, %v; want 2, 3, true, 1m30s", cfg.PS, cfg.NP, cfg.Evaluator, cfg.EvaluatorTimeout, err)
+	}
+	if cfg, err := parse(t, "--ps", "1", "-np", "2", "./train"); err != nil || cfg.PS != 1 || cfg.NP != 2 || cfg.Evaluator {
+		t.Errorf("PS %d NP %d evaluator %v, %v", cfg.PS, cfg.NP, cfg.Evaluator, err)
+	}
+	chief := &runner.TaskError{Role: "chief", Host: "a", Err: &runner.ExitError{Status: 4}}
+	if got := exitCode(chief); got != 4 {
+		t.Errorf("exitCode(%v) = %d, want 4", chief, got)
+	}
+}
