@@ -49,6 +49,9 @@ type ClientConfig struct {
 	// -1 on the chief (or any client that is no worker), which never
 	// waits and is never waited for.
 	WorkerID int
+	// Wire is how this client's Pulls and Pushes carry values
+	// (WireFloat64, the zero value, or WireFloat32: see Wire).
+	Wire Wire
 }
 
 // Variable is one variable that Create places on the servers.
@@ -110,6 +113,15 @@ type srvConn struct {
 	done  chan struct{} // closed when the owner goroutine is gone
 	conns srvConnSet
 	link  srvLink
+
+	// data is the data link that carries Pulls and Pushes (see data.go).
+	data dataLink
+
+	// push is the buffer of this server's share of a Push, kept for the
+	// next one once a Push has been answered (so gorpc has sent it);
+	// a failed Push drops it, since gorpc may still hold it.
+	pushMu sync.Mutex
+	push   []byte
 }
 
 // DialServers connects to the servers at addrs (server i at addrs[i])
@@ -127,6 +139,8 @@ func DialServers(ctx context.Context, addrs []string, cfg ClientConfig) (*Client
 		return nil, fmt.Errorf("%w: negative call timeout %s", ErrConfig, cfg.CallTimeout)
 	case cfg.WorkerID < -1 || cfg.WorkerID >= srvMaxWorkerID:
 		return nil, fmt.Errorf("%w: worker id %d out of range [-1, %d)", ErrConfig, cfg.WorkerID, srvMaxWorkerID)
+	case !cfg.Wire.valid():
+		return nil, fmt.Errorf("%w: unknown wire type %d", ErrConfig, int(cfg.Wire))
 	}
 	for i, a := range addrs {
 		if a == "" {
@@ -170,6 +184,10 @@ func DialServers(ctx context.Context, addrs []string, cfg ClientConfig) (*Client
 		c.Close()
 		return nil, err
 	}
+	c.each(ctx, func(ctx context.Context, sc *srvConn) error {
+		sc.setupData(ctx)
+		return nil
+	})
 	return c, nil
 }
 
@@ -417,7 +435,7 @@ func (c *Client) Create(ctx context.Context, vars []Variable, p Partitioner, opt
 		values[i] = v.Value
 	}
 	err = c.each(ctx, func(ctx context.Context, sc *srvConn) error {
-		req := &srvCreateReq{Index: sc.index, Layout: wl, Opt: opt, Values: l.gather(sc.index, values)}
+		req := &srvCreateReq{Index: sc.index, Layout: wl, Opt: opt, Values: l.gather(nil, sc.index, values, WireFloat64)}
 		_, err := c.call(ctx, sc, "Create", req, c.cfg.CallTimeout)
 		return err
 	})
@@ -539,11 +557,27 @@ func (c *Client) Pull(ctx context.Context, dst map[string][]float64) (int64, err
 	steps := make([]int64, len(c.servers))
 	err = c.each(ctx, func(ctx context.Context, sc *srvConn) error {
 		for {
+			step, ready, err := c.dataPull(ctx, sc, l, out)
+			if errors.Is(err, errNoLink) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if ready {
+				steps[sc.index] = step
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		for {
 			wait := srvPollWait
 			if dl, ok := ctx.Deadline(); ok {
 				wait = max(min(wait, time.Until(dl)), 0)
 			}
-			req := &srvPullReq{Worker: c.cfg.WorkerID, Wait: wait}
+			req := &srvPullReq{Worker: c.cfg.WorkerID, Wait: wait, Wire: c.cfg.Wire}
 			resp, err := c.call(ctx, sc, "Pull", req, wait+c.cfg.CallTimeout)
 			if err != nil {
 				return err
@@ -558,13 +592,14 @@ func (c *Client) Pull(ctx context.Context, dst map[string][]float64) (int64, err
 				}
 				continue
 			}
-			if len(r.Values) != l.bytes[sc.index] {
-				return fmt.Errorf("%w: Pull: parameter server %d (%s) answered %d bytes, want %d", ErrProtocol, sc.index, sc.addr, len(r.Values), l.bytes[sc.index])
+			size := c.cfg.Wire.size()
+			if want := l.bytes[sc.index] / 8 * size; len(r.Values) != want {
+				return fmt.Errorf("%w: Pull: parameter server %d (%s) answered %d bytes, want %d", ErrProtocol, sc.index, sc.addr, len(r.Values), want)
 			}
 			off := 0
 			for _, ref := range l.refs[sc.index] {
-				readFloats(out[ref.v][ref.off:ref.off+ref.n], r.Values[off:])
-				off += 8 * ref.n
+				readValues(out[ref.v][ref.off:ref.off+ref.n], r.Values[off:], c.cfg.Wire)
+				off += size * ref.n
 			}
 			steps[sc.index] = r.Step
 			return nil
@@ -591,8 +626,20 @@ func (c *Client) Push(ctx context.Context, grads map[string][]float64) error {
 		return err
 	}
 	return c.each(ctx, func(ctx context.Context, sc *srvConn) error {
-		req := &srvPushReq{Worker: c.cfg.WorkerID, Grads: l.gather(sc.index, in)}
-		_, err := c.call(ctx, sc, "Push", req, c.cfg.CallTimeout)
+		if err := c.dataPush(ctx, sc, l, in); !errors.Is(err, errNoLink) {
+			return err
+		}
+		sc.pushMu.Lock()
+		buf := sc.push
+		sc.push = nil
+		sc.pushMu.Unlock()
+		buf = l.gather(buf[:0], sc.index, in, c.cfg.Wire)
+		_, err := c.call(ctx, sc, "Push", &srvPushReq{Worker: c.cfg.WorkerID, Wire: c.cfg.Wire, Grads: buf}, c.cfg.CallTimeout)
+		if err == nil {
+			sc.pushMu.Lock()
+			sc.push = buf
+			sc.pushMu.Unlock()
+		}
 		return err
 	})
 }
@@ -613,7 +660,7 @@ func (c *Client) Load(ctx context.Context, values map[string][]float64, step int
 		return err
 	}
 	return c.each(ctx, func(ctx context.Context, sc *srvConn) error {
-		_, err := c.call(ctx, sc, "Load", &srvLoadReq{Values: l.gather(sc.index, in), Step: step}, c.cfg.CallTimeout)
+		_, err := c.call(ctx, sc, "Load", &srvLoadReq{Values: l.gather(nil, sc.index, in, WireFloat64), Step: step}, c.cfg.CallTimeout)
 		return err
 	})
 }
@@ -659,6 +706,7 @@ func (c *Client) Close() error {
 		c.cancel()
 		for _, sc := range c.servers {
 			<-sc.done
+			sc.closeData()
 		}
 		c.gate.wait()
 	})
@@ -732,12 +780,14 @@ func (l *clientLayout) inputs(op string, m map[string][]float64) ([][]float64, e
 	return out, nil
 }
 
-// gather encodes server s's shards of vals (one slice per variable, in
-// layout order) as its wire values.
-func (l *clientLayout) gather(s int, vals [][]float64) []byte {
-	b := make([]byte, 0, l.bytes[s])
+// gather appends server s's shards of vals (one slice per variable, in
+// layout order) to b as w's values.
+func (l *clientLayout) gather(b []byte, s int, vals [][]float64, w Wire) []byte {
+	if n := l.bytes[s] / 8 * w.size(); cap(b) < n {
+		b = make([]byte, 0, n)
+	}
 	for _, r := range l.refs[s] {
-		b = appendFloats(b, vals[r.v][r.off:r.off+r.n])
+		b = appendValues(b, vals[r.v][r.off:r.off+r.n], w)
 	}
 	return b
 }

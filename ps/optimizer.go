@@ -1,7 +1,6 @@
 package ps
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -108,10 +107,10 @@ func newShardState(n int, o Optimizer) *shardState {
 	return s
 }
 
-// apply applies one gradient, as little-endian float64 bytes
-// (len 8*len(s.w)), with o. The caller holds s.mu.
-func (s *shardState) apply(o Optimizer, grad []byte) {
-	g := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(grad[8*i:])) }
+// apply applies one gradient (len(s.w) values) with o. The caller holds
+// s.mu.
+func (s *shardState) apply(o Optimizer, grad []float64) {
+	g := func(i int) float64 { return grad[i] }
 	switch {
 	case o.Kind == OptimizerAdam:
 		s.t++

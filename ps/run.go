@@ -26,6 +26,10 @@ type Program struct {
 	// Staleness is the servers' stale-synchronous bound
 	// (ServerConfig.Staleness); 0 trains asynchronously.
 	Staleness int
+	// Wire is how the workers' Pulls and Pushes carry values
+	// (ClientConfig.Wire); the chief's Create, Load and Pulls are always
+	// float64.
+	Wire Wire
 	// HeartbeatTimeout is how long a silent worker keeps its steps before
 	// the chief hands them to another (CoordinatorConfig.HeartbeatTimeout);
 	// 0 means DefaultHeartbeatTimeout.
@@ -87,7 +91,7 @@ func Run(ctx context.Context, p Program) error {
 // creates the variables before it schedules any) and runs steps.
 func runWorker(ctx context.Context, job *Job, p Program) error {
 	client, err := DialServers(ctx, job.ServerAddrs, ClientConfig{Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
-		CallTimeout: callTimeout(job), WorkerID: job.Index})
+		CallTimeout: callTimeout(job), WorkerID: job.Index, Wire: p.Wire})
 	if err != nil {
 		return err
 	}

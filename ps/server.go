@@ -2,6 +2,7 @@ package ps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
@@ -94,6 +96,7 @@ type Server struct {
 	handlers   srvGate    // running handlers
 	handshakes srvConnSet // connections inside the auth handshake
 	live       srvConnSet // authenticated connections
+	dataConns  srvConnSet // data links being served
 	refusing   atomic.Bool
 	stopping   chan struct{} // closed by Stop: wakes blocked handlers
 	done       chan struct{} // closed when the owner goroutine is gone
@@ -206,6 +209,7 @@ func (s *Server) own(errc chan<- error) {
 	errc <- nil
 	<-s.stopping
 	s.handshakes.closeAll()
+	s.dataConns.closeAll() // data links run inside gorpc's connection goroutines, which Stop waits for
 	s.rpc.Stop()
 	s.live.closeAll()
 	s.handlers.wait()
@@ -299,6 +303,13 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 	s.refusing.Store(false)
 	defer s.handshakes.remove(conn)
 	stream, hello, err := s.guard.Server(conn, []byte(srvHelloServer), time.Now().Add(srvHandshakeTimeout))
+	if err == nil && string(hello) == srvHelloData {
+		// A data link: served here, on the goroutine gorpc gave this
+		// connection, then handed back closed.
+		s.handshakes.remove(conn)
+		s.serveData(stream)
+		return nil, errDataLinkDone
+	}
 	if err == nil && string(hello) != srvHelloClient {
 		err = fmt.Errorf("%w: peer speaks %q, not the parameter-server protocol", auth.ErrAuth, hello)
 	}
@@ -314,6 +325,10 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 	}
 	return lc, nil
 }
+
+// errDataLinkDone tells gorpc that a connection was a data link, served
+// and ended in OnConnect.
+var errDataLinkDone = errors.New("ps: data link ended")
 
 // srvLiveConn is an authenticated connection; it leaves its set when gorpc
 // closes it.
@@ -458,6 +473,9 @@ func (v *srvService) Pull(r *srvPullReq) (*srvPullResp, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !r.Wire.valid() {
+		return nil, fmt.Errorf("%w: Pull: unknown wire type %d", ErrBadRequest, int(r.Wire))
+	}
 	ok, err := s.clocks.await(r.Worker, min(max(r.Wait, 0), srvMaxWait), s.stopping, s.onWait)
 	if err != nil {
 		return nil, fmt.Errorf("%w: server %d is stopping", ErrStopped, s.cfg.Index)
@@ -465,13 +483,34 @@ func (v *srvService) Pull(r *srvPullReq) (*srvPullResp, error) {
 	if !ok {
 		return &srvPullResp{}, nil
 	}
-	buf := make([]byte, 0, t.bytes)
+	buf := s.values(t, make([]byte, 0, t.bytes/8*r.Wire.size()), r.Wire)
+	return &srvPullResp{Ready: true, Step: s.pushes.Load(), Values: buf}, nil
+}
+
+// values appends this server's values to buf as w's values, each shard
+// read under its lock.
+func (s *Server) values(t *srvTable, buf []byte, w Wire) []byte {
 	for _, sh := range t.shards {
 		sh.mu.Lock()
-		buf = appendFloats(buf, sh.w)
+		buf = appendValues(buf, sh.w, w)
 		sh.mu.Unlock()
 	}
-	return &srvPullResp{Ready: true, Step: s.pushes.Load(), Values: buf}, nil
+	return buf
+}
+
+// push applies g (all of this server's values' gradients, in layout
+// order) shard by shard, each under its lock, then counts the push.
+func (s *Server) push(t *srvTable, g []float64, worker int) {
+	off := 0
+	for _, sh := range t.shards {
+		n := len(sh.w)
+		sh.mu.Lock()
+		sh.apply(t.opt, g[off:off+n])
+		sh.mu.Unlock()
+		off += n
+	}
+	s.pushes.Add(1)
+	s.clocks.push(worker)
 }
 
 // Push applies one gradient for each of this server's shards with the
@@ -490,20 +529,30 @@ func (v *srvService) Push(r *srvPushReq) error {
 	if err != nil {
 		return err
 	}
-	if len(r.Grads) != t.bytes {
-		return fmt.Errorf("%w: Push carries %d bytes of gradients, server %d holds %d", ErrBadRequest, len(r.Grads), s.cfg.Index, t.bytes)
+	if !r.Wire.valid() {
+		return fmt.Errorf("%w: Push: unknown wire type %d", ErrBadRequest, int(r.Wire))
 	}
-	off := 0
-	for _, sh := range t.shards {
-		n := 8 * len(sh.w)
-		sh.mu.Lock()
-		sh.apply(t.opt, r.Grads[off:off+n])
-		sh.mu.Unlock()
-		off += n
+	if want := t.bytes / 8 * r.Wire.size(); len(r.Grads) != want {
+		return fmt.Errorf("%w: Push carries %d bytes of %v gradients, server %d holds %d values (%d bytes)", ErrBadRequest, len(r.Grads), r.Wire, s.cfg.Index, t.bytes/8, want)
 	}
-	s.pushes.Add(1)
-	s.clocks.push(r.Worker)
+	s.push(t, srvGrads(r.Grads, r.Wire), r.Worker)
 	return nil
+}
+
+// srvGrads reads a Push's gradient: float64 on a little-endian host is
+// the message's own memory seen as float64s (no copy); otherwise the
+// values are decoded into a new slice.
+func srvGrads(b []byte, w Wire) []float64 {
+	n := len(b) / w.size()
+	if n == 0 {
+		return nil
+	}
+	if w == WireFloat64 && hostLittle && uintptr(unsafe.Pointer(&b[0]))%8 == 0 {
+		return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), n)
+	}
+	g := make([]float64, n)
+	readValues(g, b, w)
+	return g
 }
 
 // Load overwrites this server's values and its step, and zeroes the

@@ -1054,24 +1054,28 @@ func TestServerConfigErrors(t *testing.T) {
 // BenchmarkPullPush: one Push and one Pull of a 100,000-element float64
 // model (800 KB) split across two in-process servers.
 func BenchmarkPullPush(b *testing.B) {
-	secret := psSecret(b)
-	_, addrs := startPS(b, 2, secret, 0, nil)
-	c := dialPS(b, addrs, ClientConfig{Secret: secret})
-	ctx := context.Background()
-	vars := []Variable{{Name: "w", Shape: []int{1000, 100}, Value: psRandom(1, 100000)}}
-	if err := c.Create(ctx, vars, psMinSize(b, 2), Optimizer{Kind: OptimizerSGD, LR: 1e-9}); err != nil {
-		b.Fatal(err)
-	}
-	grads := map[string][]float64{"w": psRandom(2, 100000)}
-	dst := map[string][]float64{}
-	b.SetBytes(2 * 8 * 100000)
-	b.ResetTimer()
-	for b.Loop() {
-		if err := c.Push(ctx, grads); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.Pull(ctx, dst); err != nil {
-			b.Fatal(err)
-		}
+	for _, w := range []Wire{WireFloat64, WireFloat32} {
+		b.Run(w.String(), func(b *testing.B) {
+			secret := psSecret(b)
+			_, addrs := startPS(b, 2, secret, 0, nil)
+			c := dialPS(b, addrs, ClientConfig{Secret: secret, Wire: w})
+			ctx := context.Background()
+			vars := []Variable{{Name: "w", Shape: []int{1000, 100}, Value: psRandom(1, 100000)}}
+			if err := c.Create(ctx, vars, psMinSize(b, 2), Optimizer{Kind: OptimizerSGD, LR: 1e-9}); err != nil {
+				b.Fatal(err)
+			}
+			grads := map[string][]float64{"w": psRandom(2, 100000)}
+			dst := map[string][]float64{}
+			b.SetBytes(2 * 8 * 100000) // the model's float64 bytes, both ways, whatever the wire
+			b.ResetTimer()
+			for b.Loop() {
+				if err := c.Push(ctx, grads); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Pull(ctx, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

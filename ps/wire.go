@@ -1,7 +1,6 @@
 package ps
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -92,6 +91,7 @@ type (
 	srvPullReq struct {
 		Worker int           // -1: not a worker (no clock)
 		Wait   time.Duration // how long the server may hold the call for the staleness bound
+		Wire   Wire          // how the answer carries the values
 	}
 	srvPullResp struct {
 		Ready  bool // false: the staleness bound still holds the caller back; ask again
@@ -100,6 +100,7 @@ type (
 	}
 	srvPushReq struct {
 		Worker int
+		Wire   Wire // how Grads carries the gradient
 		Grads  []byte
 	}
 	srvLoadReq struct {
@@ -134,22 +135,6 @@ func newSrvDispatcher(svc *srvService) *gorpc.Dispatcher {
 	d := gorpc.NewDispatcher()
 	d.AddService(srvServiceName, svc)
 	return d
-}
-
-// appendFloats appends v as little-endian float64 bytes.
-func appendFloats(b []byte, v []float64) []byte {
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
-	}
-	return b
-}
-
-// readFloats fills dst from little-endian float64 bytes; len(b) must be
-// 8*len(dst).
-func readFloats(dst []float64, b []byte) {
-	for i := range dst {
-		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
-	}
 }
 
 // srvFrameConn bounds the gob messages read from a connection: it follows

@@ -40,6 +40,7 @@ type config struct {
 	Mode        string // allreduce, ps or evaluator
 	EvalFinal   int64  // evaluator: stop after the checkpoint of this step (0: ps mode's last step, or never)
 	EvalMax     int    // evaluator: stop after this many evaluations (0: no limit)
+	PSWire      string // ps mode: float64 or float32 values between workers and servers
 }
 
 // flags registers cfg's fields on fs; compression is parsed afterwards.
@@ -73,6 +74,7 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.IntVar(&cfg.Threads, "threads", 0, "OpenBLAS threads per rank (0: CPUs / ranks on this host)")
 	fs.BoolVar(&cfg.Elastic, "elastic", false, "train as an elastic job (start with gorun --min-np N): ranks that fail are dropped and the rest go on from the last commit")
 	fs.StringVar(&cfg.Mode, "mode", modeAllReduce, "allreduce (gorun -np N), ps (parameter servers: gorun --ps N -np M) or evaluator (score each checkpoint of -checkpoint-dir as it appears)")
+	fs.StringVar(&cfg.PSWire, "ps-wire", "float64", "ps mode: how workers pull values and push gradients: float64 (exact) or float32 (half the bytes; the servers keep float64)")
 	fs.Int64Var(&cfg.EvalFinal, "eval-final-step", 0, "evaluator: stop after the checkpoint of this step (0: in ps mode the run's last step, otherwise run until a signal)")
 	fs.IntVar(&cfg.EvalMax, "eval-max", 0, "evaluator: stop after this many evaluations (0: no limit)")
 	fs.IntVar(&cfg.CommitEvery, "commit-every", 10, "steps between commits of the elastic state (-elastic)")

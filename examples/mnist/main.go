@@ -56,6 +56,13 @@ func run(args []string) error {
 		if cfg.Elastic {
 			return errors.New("-elastic is for -mode allreduce: a ps-mode job already survives lost workers")
 		}
+		if *prof != "" { // %d: the task's rank (gorun's GOROVOD_RANK)
+			stop, err := startProfile(strings.ReplaceAll(*prof, "%d", os.Getenv("GOROVOD_RANK")))
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		return trainPS(ctx, cfg, os.Stdout)
 	case cfg.Mode != modeAllReduce:
 		return fmt.Errorf("unknown -mode %q (want allreduce, ps or evaluator)", cfg.Mode)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -43,7 +44,21 @@ const stepName = "train"
 // workers come and go.
 func trainPS(ctx context.Context, cfg config, out io.Writer) error {
 	w := &psWorker{cfg: cfg}
+	if role, _ := hvd.Role(); role == "worker" {
+		// Load the data before the chief schedules anything, not in the
+		// first step (which the chief times).
+		if err := w.init(); err != nil {
+			return err
+		}
+	}
+	wire := ps.WireFloat64
+	if cfg.PSWire == "float32" {
+		wire = ps.WireFloat32
+	} else if cfg.PSWire != "float64" {
+		return fmt.Errorf("unknown -ps-wire %q (want float64 or float32)", cfg.PSWire)
+	}
 	return ps.Run(ctx, ps.Program{
+		Wire:  wire,
 		Steps: map[string]ps.StepFunc{stepName: w.step},
 		Chief: func(ctx context.Context, c *ps.Chief) error { return runChief(ctx, c, cfg, out) },
 	})
@@ -128,7 +143,13 @@ func (w *psWorker) init() error {
 		if w.m, w.err = newModel(w.cfg.Model, w.cfg.Hidden, w.cfg.Seed); w.err != nil {
 			return
 		}
-		setThreads(w.cfg.threads(1))
+		// gorun gives each process its share of the host's processors
+		// (GOMAXPROCS); the worker's matrix products take that many.
+		th := w.cfg.Threads
+		if th <= 0 {
+			th = runtime.GOMAXPROCS(0)
+		}
+		setThreads(th)
 		w.vals, w.grads = map[string][]float64{}, map[string][]float64{}
 		for _, p := range w.m.params() {
 			w.vals[p.Name], w.grads[p.Name] = p.Value, p.Grad
