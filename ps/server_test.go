@@ -686,8 +686,13 @@ func TestServerRefusesOversizedMessage(t *testing.T) {
 
 // TestServerStaleness: with K=1 a fast worker's Pull waits while it is
 // two pushes ahead of the slow one, until the slow one pushes; and again
-// until the chief drops the slow one.
+// until the chief drops the slow one; over the data link and over gorpc.
 func TestServerStaleness(t *testing.T) {
+	t.Run("data link", func(t *testing.T) { serverStaleness(t, false) })
+	t.Run("gorpc", func(t *testing.T) { serverStaleness(t, true) })
+}
+
+func serverStaleness(t *testing.T, noData bool) {
 	secret := psSecret(t)
 	waits := make(chan struct{}, 1024)
 	hook := func() {
@@ -699,8 +704,8 @@ func TestServerStaleness(t *testing.T) {
 	_, addrs := startPS(t, 2, secret, 1, hook)
 	ctx := psCtx(t, 60*time.Second)
 	chief := dialPS(t, addrs, ClientConfig{Secret: secret, WorkerID: -1})
-	fast := dialPS(t, addrs, ClientConfig{Secret: secret, WorkerID: 0})
-	slow := dialPS(t, addrs, ClientConfig{Secret: secret, WorkerID: 1})
+	fast := dialPS(t, addrs, ClientConfig{Secret: secret, WorkerID: 0, noDataLink: noData})
+	slow := dialPS(t, addrs, ClientConfig{Secret: secret, WorkerID: 1, noDataLink: noData})
 	vars := []Variable{{Name: "w", Shape: []int{4}, Value: make([]float64, 4)}}
 	if err := chief.Create(ctx, vars, psFixed(t, 2), psSGD1); err != nil {
 		t.Fatal(err)
