@@ -145,8 +145,11 @@
 // the chief runs Program.Chief with a Chief (the Coordinator and a client
 // of the servers), pinging the servers every second meanwhile so that a
 // server that dies fails the coordinator, naming it, even while no step
-// runs; then it shuts the servers down and stops the workers, whatever
-// its loop returned.
+// runs; then it stops the workers and, when its loop succeeded, shuts the
+// servers down. When the loop failed the servers are left to the launcher,
+// which stops the job (gorun; Kubernetes for a TFJob whose chief failed),
+// and a server that stopped answering is reported to gorun, which names it
+// rather than the chief and kills it.
 //
 // # Joining a job
 //

@@ -62,9 +62,10 @@ const serverWatch = time.Second
 // Run runs this process's part of a parameter-server job, as the
 // environment says (see Join): a server serves until the chief shuts the
 // servers down; a worker runs the steps the chief schedules until the
-// chief stops it; the chief runs p.Chief, then shuts the servers down
-// and stops the workers, whatever p.Chief returned, and returns its
-// error. The evaluator is an error: it runs evaluator.Run instead. ctx
+// chief stops it; the chief runs p.Chief, stops the workers, shuts the
+// servers down when p.Chief succeeded (when it failed, the launcher stops
+// them: gorun, or Kubernetes for a TFJob whose chief failed) and returns
+// p.Chief's error. The evaluator is an error: it runs evaluator.Run instead. ctx
 // bounds everything; the start is bounded as Join says.
 func Run(ctx context.Context, p Program) error {
 	if len(p.Steps) == 0 || p.Chief == nil {
@@ -140,20 +141,43 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 	}
 	defer client.Close()
 	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		watchServers(wctx, client, coord)
-	}()
+	watched := make(chan *ServerError, 1)
+	go func() { watched <- watchServers(wctx, client, coord) }()
 	loopErr := p.Chief(ctx, &Chief{Coordinator: coord, Client: client, job: job})
 	stopWatch()
-	<-watched
+	if silent := <-watched; silent != nil {
+		job.reportSilent(silent.Index, client.cfg.CallTimeout)
+	}
+	if loopErr != nil {
+		// The servers are left to the launcher, which stops the job on
+		// the chief's failure (gorun; Kubernetes ends a TFJob whose chief
+		// failed): shutting them down here would make them exit 0 first
+		// and look like the culprit, and a server that stopped answering
+		// would hold the chief for the shutdown's bound.
+		return loopErr
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownBound)
 	defer cancel()
-	if err := client.Shutdown(sctx); err != nil && loopErr == nil {
-		loopErr = fmt.Errorf("ps: shutting the servers down: %w", err)
+	if err := client.Shutdown(sctx); err != nil {
+		return fmt.Errorf("ps: shutting the servers down: %w", err)
 	}
-	return loopErr
+	return nil
+}
+
+// reportSilent tells the launcher, under gorun, that server index did not
+// answer the chief within limit (jobenv.SilentBecause, under the chief's
+// FailedBecauseKey), so that gorun names that server rather than the chief
+// when the chief fails, and stops it at once. Best effort, bounded.
+func (j *Job) reportSilent(index int, limit time.Duration) {
+	if j.rdv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rank := 1 + j.Workers + index
+	if err := j.rdv.Set(ctx, jobenv.FailedBecauseKey(j.Rank), []byte(jobenv.SilentBecause([]int{rank}, limit))); err != nil {
+		j.Logger.Debug("ps: could not report the silent server to the launcher", "err", err)
+	}
 }
 
 // shutdownBound bounds the chief's Shutdown of the servers at the end.
@@ -161,23 +185,23 @@ const shutdownBound = 10 * time.Second
 
 // watchServers pings every server each serverWatch until ctx ends; the
 // first that does not answer fails the coordinator with its ServerError,
-// so the chief's waits end naming it.
-func watchServers(ctx context.Context, client *Client, coord *Coordinator) {
+// so the chief's waits end naming it, and is returned (nil if none).
+func watchServers(ctx context.Context, client *Client, coord *Coordinator) *ServerError {
 	t := time.NewTicker(serverWatch)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if err := client.Ping(ctx); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			if se := (*ServerError)(nil); errors.As(err, &se) {
 				coord.Fail(err)
-				return
+				return se
 			}
 		}
 	}

@@ -26,12 +26,9 @@ func TestWatchServersFailsTheCoordinator(t *testing.T) {
 	}
 	defer coord.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		watchServers(ctx, client, coord)
-	}()
-	defer func() { cancel(); <-watched }()
+	watched := make(chan *ServerError, 1)
+	go func() { watched <- watchServers(ctx, client, coord) }()
+	defer cancel()
 	rv := coord.Schedule("train", nil) // no worker: it waits until the coordinator fails
 	servers[1].Stop()
 	start := time.Now()
@@ -54,6 +51,9 @@ func TestWatchServersFailsTheCoordinator(t *testing.T) {
 	}
 	if took > serverWatch+time.Second+20*time.Second {
 		t.Errorf("Join ended %v after the server stopped, want about a watch period and a call timeout", took)
+	}
+	if se := <-watched; se == nil || se.Index != 1 {
+		t.Errorf("watchServers returned %v, want server 1's ServerError", se)
 	}
 	t.Logf("the coordinator failed %v after the server stopped", took)
 }

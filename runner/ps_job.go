@@ -223,7 +223,7 @@ func (p *psJob) due() time.Time {
 // tick stops the processes whose time has come.
 func (p *psJob) tick(now time.Time) error {
 	if p.chiefFailed != nil && !now.Before(p.blameAt) {
-		return p.chiefFailed
+		return p.chiefVerdict()
 	}
 	if !p.earlyAt.IsZero() && !now.Before(p.earlyAt) {
 		return p.taskError(p.earlyPS, nil, fmt.Sprintf("before the chief ended (which still ran %v later)", p.grace))
@@ -255,6 +255,26 @@ func (p *psJob) tick(now time.Time) error {
 		p.kill(p.eval)
 	}
 	return nil
+}
+
+// chiefVerdict is the error of a chief that failed with no server ending
+// in the blame window: an *UnresponsiveError for a server the chief
+// reported as not answering it (jobenv.SilentBecause, written by ps.Run)
+// that still runs, which job.stop kills at once; else the chief's own.
+func (p *psJob) chiefVerdict() error {
+	ranks, limit, ok := jobenv.ParseSilent(report(p.j.srv, 0))
+	if !ok {
+		return p.chiefFailed
+	}
+	for _, r := range ranks {
+		if r > 0 && r < len(p.j.slots) && r != p.eval {
+			if role, _ := p.role(r); role == jobenv.RolePS && p.running(r) {
+				p.j.log.Info("gorun: the chief failed because a parameter server stopped answering it", "chief", p.chiefFailed, "server_rank", r)
+				return &UnresponsiveError{Rank: r, Host: p.j.ranks[r].slot.Host, Limit: limit, ReportedBy: []int{0}}
+			}
+		}
+	}
+	return p.chiefFailed
 }
 
 // terminate sends SIGTERM to worker or server i, which is still running

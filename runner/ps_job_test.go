@@ -211,6 +211,44 @@ func TestLaunchPSChiefFails(t *testing.T) {
 	}
 }
 
+// TestLaunchPSChiefReportsSilentServer: a chief that fails after
+// reporting that a server stopped answering it (as ps.Run does) makes the
+// job name that server, and the server, still running, is killed at once.
+func TestLaunchPSChiefReportsSilentServer(t *testing.T) {
+	f := newFakeSpawner(t)
+	f.ignore[4] = true // frozen: it ignores SIGTERM
+	errc := launchAsync(t.Context(), psConfig(t, f, &testutil.SyncBuffer{}))
+	f.waitSpawned(5)
+	reportAs(t, f, 0, jobenv.SilentBecause([]int{4}, 10*time.Second))
+	f.proc(0).exit(1)
+	err := await(t, errc, 10*time.Second)
+	const want = "runner: rank 4 on b stopped answering (no answer within 10s, reported by rank 0); killed it"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("Launch = %v, want it to begin %q", err, want)
+	}
+	if ue, ok := errors.AsType[*UnresponsiveError](err); !ok || ue.Rank != 4 || ue.Exit != nil {
+		t.Errorf("error %v: want an *UnresponsiveError naming rank 4, still running", err)
+	}
+	if signals, _, killAt := f.proc(4).record(); killAt.IsZero() || slices.Contains(signals, os.Signal(syscall.SIGTERM)) {
+		t.Errorf("the silent server got %s and Kill at %v, want Kill and no SIGTERM", fmtSignals(signals), killAt)
+	}
+}
+
+// TestLaunchPSChiefReportsAWorker: a silent report that names no server
+// (a worker) leaves the blame on the chief.
+func TestLaunchPSChiefReportsAWorker(t *testing.T) {
+	f := newFakeSpawner(t)
+	errc := launchAsync(t.Context(), psConfig(t, f, &testutil.SyncBuffer{}))
+	f.waitSpawned(5)
+	reportAs(t, f, 0, jobenv.SilentBecause([]int{2}, 10*time.Second))
+	f.proc(0).exit(3)
+	err := await(t, errc, 10*time.Second)
+	const want = "runner: chief (rank 0) on a exited with status 3; stopped the other 4 ranks"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Launch = %v, want %q", err, want)
+	}
+}
+
 // TestLaunchPSServerOutlivesChief: after the chief exits 0, a server
 // still running after the grace period is stopped and fails the job; a
 // worker still running is stopped without failing it.
