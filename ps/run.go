@@ -109,8 +109,16 @@ func runWorker(ctx context.Context, job *Job, p Program) error {
 			return f(ctx, w, args)
 		}
 	}
-	return RunWorker(ctx, WorkerConfig{ChiefAddr: job.ChiefAddr, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
+	err = RunWorker(ctx, WorkerConfig{ChiefAddr: job.ChiefAddr, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
 		Index: job.Index, Workers: job.Workers, Steps: steps, Client: client, HeartbeatTimeout: p.HeartbeatTimeout})
+	if errors.Is(err, ErrChiefUnreachable) {
+		hb := p.HeartbeatTimeout
+		if hb == 0 {
+			hb = DefaultHeartbeatTimeout
+		}
+		job.reportSilent(0, hb) // the chief's rank
+	}
+	return err
 }
 
 // callTimeout bounds each call to a server: the op timeout, as every
@@ -146,7 +154,7 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 	loopErr := p.Chief(ctx, &Chief{Coordinator: coord, Client: client, job: job})
 	stopWatch()
 	if silent := <-watched; silent != nil {
-		job.reportSilent(silent.Index, client.cfg.CallTimeout)
+		job.reportSilent(1+job.Workers+silent.Index, client.cfg.CallTimeout) // the server's rank
 	}
 	if loopErr != nil {
 		// The servers are left to the launcher, which stops the job on
@@ -164,17 +172,17 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 	return nil
 }
 
-// reportSilent tells the launcher, under gorun, that server index did not
-// answer the chief within limit (jobenv.SilentBecause, under the chief's
-// FailedBecauseKey), so that gorun names that server rather than the chief
-// when the chief fails, and stops it at once. Best effort, bounded.
-func (j *Job) reportSilent(index int, limit time.Duration) {
+// reportSilent tells the launcher, under gorun, that the task of rank
+// did not answer this one within limit (jobenv.SilentBecause, under this
+// task's FailedBecauseKey): a server that stopped answering the chief, or
+// a chief that stopped answering a worker. gorun then names that task
+// rather than this one and stops it at once. Best effort, bounded.
+func (j *Job) reportSilent(rank int, limit time.Duration) {
 	if j.rdv == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rank := 1 + j.Workers + index
 	if err := j.rdv.Set(ctx, jobenv.FailedBecauseKey(j.Rank), []byte(jobenv.SilentBecause([]int{rank}, limit))); err != nil {
 		j.Logger.Debug("ps: could not report the silent server to the launcher", "err", err)
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -159,6 +160,8 @@ func (p *psJob) exited(ex rankExit) error {
 		p.fail(p.taskError(ex.rank, ex.err, "after the chief ended"))
 	case role == jobenv.RoleWorker && !p.chiefEnded && ex.err == nil:
 		p.j.log.Info("gorun: a worker exited with status 0 before the chief", "rank", ex.rank)
+	case role == jobenv.RoleWorker && !p.chiefEnded && p.chiefSilent(ex.rank) != nil:
+		return p.chiefSilent(ex.rank)
 	case role == jobenv.RoleWorker && !p.chiefEnded:
 		p.j.log.Warn("gorun: " + strings.TrimPrefix(p.taskError(ex.rank, ex.err, "").Error(), "runner: ") + ": the chief re-runs its steps on the other workers")
 	case role == jobenv.RoleWorker && ex.err != nil && !p.stopped[ex.rank]:
@@ -275,6 +278,18 @@ func (p *psJob) chiefVerdict() error {
 		}
 	}
 	return p.chiefFailed
+}
+
+// chiefSilent is an *UnresponsiveError for the chief when worker rank
+// failed after reporting that the chief, still running, stopped
+// answering it (ps.Run does: RunWorker's ErrChiefUnreachable); else nil.
+// A chief that no worker can reach would otherwise hold the job forever.
+func (p *psJob) chiefSilent(rank int) error {
+	ranks, limit, ok := jobenv.ParseSilent(report(p.j.srv, rank))
+	if !ok || !slices.Contains(ranks, 0) || p.chiefFailed != nil || !p.running(0) {
+		return nil
+	}
+	return &UnresponsiveError{Rank: 0, Host: p.j.ranks[0].slot.Host, Limit: limit, ReportedBy: []int{rank}}
 }
 
 // terminate sends SIGTERM to worker or server i, which is still running

@@ -249,6 +249,27 @@ func TestLaunchPSChiefReportsAWorker(t *testing.T) {
 	}
 }
 
+// TestLaunchPSWorkerReportsSilentChief: a worker that fails after
+// reporting that the chief stopped answering it (as ps.Run does) ends the
+// job naming the chief, which is killed at once: a frozen chief would
+// otherwise hold the job forever.
+func TestLaunchPSWorkerReportsSilentChief(t *testing.T) {
+	f := newFakeSpawner(t)
+	f.ignore[0] = true // frozen: it ignores SIGTERM
+	errc := launchAsync(t.Context(), psConfig(t, f, &testutil.SyncBuffer{}))
+	f.waitSpawned(5)
+	reportAs(t, f, 2, jobenv.SilentBecause([]int{0}, 10*time.Second))
+	f.proc(2).exit(1)
+	err := await(t, errc, 10*time.Second)
+	const want = "runner: rank 0 on a stopped answering (no answer within 10s, reported by rank 2); killed it"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("Launch = %v, want it to begin %q", err, want)
+	}
+	if signals, _, killAt := f.proc(0).record(); killAt.IsZero() || slices.Contains(signals, os.Signal(syscall.SIGTERM)) {
+		t.Errorf("the silent chief got %s and Kill at %v, want Kill and no SIGTERM", fmtSignals(signals), killAt)
+	}
+}
+
 // TestLaunchPSServerOutlivesChief: after the chief exits 0, a server
 // still running after the grace period is stopped and fails the job; a
 // worker still running is stopped without failing it.
