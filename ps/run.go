@@ -91,7 +91,7 @@ func runWorker(ctx context.Context, job *Job, p Program) error {
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer closeClient(client, job)
 	var attach sync.Once
 	var attachErr error
 	steps := make(map[string]StepFunc, len(p.Steps))
@@ -134,7 +134,7 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer closeClient(client, job)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -144,7 +144,13 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 	loopErr := p.Chief(ctx, &Chief{Coordinator: coord, Client: client, job: job})
 	stopWatch()
 	<-watched
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownBound)
+	bound := shutdownBound
+	if sf := serverFailure(nil); errors.As(loopErr, &sf) {
+		// The failed server will not answer: do not wait the whole bound
+		// for it, only for the others, which answer at once.
+		bound = shutdownAfterFailure
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	if err := client.Shutdown(sctx); err != nil && loopErr == nil {
 		loopErr = fmt.Errorf("ps: shutting the servers down: %w", err)
@@ -152,8 +158,40 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 	return loopErr
 }
 
-// shutdownBound bounds the chief's Shutdown of the servers at the end.
-const shutdownBound = 10 * time.Second
+// shutdownBound bounds the chief's Shutdown of the servers at the end;
+// shutdownAfterFailure bounds it when the chief's loop failed because a
+// server did.
+const (
+	shutdownBound        = 10 * time.Second
+	shutdownAfterFailure = 2 * time.Second
+)
+
+// closeBound is how long Run waits for its client of the servers to
+// close. Close waits for calls queued to a server that cannot be reached
+// until their call timeout (a worker's is the op timeout, 10 minutes by
+// default); once this task's part is over nothing needs them, so Run
+// returns after closeBound and leaves them to end in the background,
+// rather than hold a stopped worker's or a failed chief's process that
+// long.
+const closeBound = 2 * time.Second
+
+// closeClient closes client, waiting at most closeBound.
+func closeClient(client *Client, job *Job) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		client.Close()
+	}()
+	t := time.NewTimer(closeBound)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		if job.Logger != nil {
+			job.Logger.Info("ps: calls to an unreachable parameter server are still queued; not waiting for them", "waited", closeBound)
+		}
+	}
+}
 
 // watchServers pings every server each serverWatch until ctx ends; the
 // first that does not answer fails the coordinator with its ServerError,
