@@ -27,8 +27,16 @@ func TestPSLab(t *testing.T) {
 		psMnist(t, "-epochs", strconv.Itoa(epochs), "-log-every", "5", "-heartbeat-timeout", "3s")...)
 	g := startGorun(t, lab.GorunEnv(), argv...)
 	g.waitFor(t, "epoch 1 [   10/94]")
-	if !regexp.MustCompile(`ps: worker joined the pool .*worker=1 remote=` + regexp.QuoteMeta(host2) + `:`).MatchString(g.stderr.String()) {
-		t.Fatalf("worker 1 is not on %s:\n%s", host2, g.stderr.String())
+	// Worker 1, started over ssh, may join the pool after the first steps.
+	joined := regexp.MustCompile(`ps: worker joined the pool .*worker=1 remote=` + regexp.QuoteMeta(host2) + `:`)
+	for !joined.MatchString(g.stderr.String()) {
+		select {
+		case err := <-g.done:
+			t.Fatalf("gorun ended (%v) before worker 1 joined from %s:\n%s", err, host2, g.stderr.String())
+		case <-g.deadline:
+			t.Fatalf("worker 1 did not join from %s:\n%s", host2, g.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if out, err := lab.Command(context.Background(), 1, "ip", "link", "set", "eth0", "down").CombinedOutput(); err != nil {
 		t.Fatalf("cutting %s off: %v: %s", host2, err, out)

@@ -203,7 +203,10 @@ func TestPSWorkerComesBack(t *testing.T) {
 	chiefPort, psPort := freePort(t), freePort(t)
 	cluster := `{"cluster":{"chief":["127.0.0.1:` + chiefPort + `"],"ps":["127.0.0.1:` + psPort +
 		`"],"worker":["127.0.0.1:1","127.0.0.1:2"]},"task":{"type":"%s","index":%d}}`
-	args := psMnist(t, "-epochs", "3", "-log-every", "5")
+	// 10 epochs: the worker started again has several seconds of steps
+	// left to join in.
+	const epochs = 10
+	args := psMnist(t, "-epochs", strconv.Itoa(epochs), "-log-every", "5")
 	proc := func(role string, index int) *running {
 		return startGorun(t, []string{"TF_CONFIG=" + fmt.Sprintf(cluster, role, index)}, args...)
 	}
@@ -226,8 +229,8 @@ func TestPSWorkerComesBack(t *testing.T) {
 	for _, p := range []*running{server, w0, again} {
 		p.finish(t)
 	}
-	if n := stepsDone(t, out); n != 3*psStepsPerEpoch {
-		t.Errorf("%d steps done, want %d\n%s", n, 3*psStepsPerEpoch, out)
+	if n := stepsDone(t, out); n != epochs*psStepsPerEpoch {
+		t.Errorf("%d steps done, want %d\n%s", n, epochs*psStepsPerEpoch, out)
 	}
 	if n := len(regexp.MustCompile(`ps: worker joined the pool .*worker=1 `).FindAllString(log, -1)); n != 2 {
 		t.Errorf("the chief logged worker 1 joining %d times, want 2:\n%s", n, log)
@@ -236,7 +239,7 @@ func TestPSWorkerComesBack(t *testing.T) {
 	if m == nil || m[1] == "0" {
 		t.Errorf("worker 1, started again, ran no step:\n%s\n%s", again.stdout.String(), again.stderr.String())
 	} else {
-		t.Logf("worker 1, started again, ran %s of the job's %d steps", m[1], 3*psStepsPerEpoch)
+		t.Logf("worker 1, started again, ran %s of the job's %d steps", m[1], epochs*psStepsPerEpoch)
 	}
 }
 
