@@ -79,14 +79,20 @@ func rankProcess(t *testing.T, parent, rank int) int {
 // without it, the synthetic set both runs fall back to) to a test
 // accuracy no untrained model of 10 classes reaches, every one of its
 // steps done once, and to within 1 point of -mode allreduce on 3 ranks
-// for one epoch.
+// for one epoch with the same learning-rate schedule.
 func TestPSMnistConverges(t *testing.T) {
-	ar := run(t, command(context.Background(), nil, bin(t, "gorun"), "-np", "3", bin(t, "mnist"), "-epochs", "1"))
+	// The learning rate decays at half and three quarters of the epoch:
+	// at a constant rate the accuracy after one epoch of asynchronous
+	// updates varies by more than a point from run to run on a loaded
+	// machine (81.2% to 84.0% in nine runs), as the last steps' noise
+	// decides it; decayed, 83.9% to 84.3% in six.
+	decay := []string{"-epochs", "1", "-milestones", "0.5,0.75"}
+	ar := run(t, command(context.Background(), nil, append([]string{bin(t, "gorun"), "-np", "3", bin(t, "mnist")}, decay...)...))
 	mustSucceed(t, "mnist -mode allreduce", ar)
 	start := time.Now()
-	r := run(t, command(context.Background(), nil, bin(t, "gorun"), "--ps", "2", "-np", "3", bin(t, "mnist"), "-mode", "ps", "-epochs", "1"))
+	r := run(t, command(context.Background(), nil, append([]string{bin(t, "gorun"), "--ps", "2", "-np", "3", bin(t, "mnist"), "-mode", "ps"}, decay...)...))
 	mustSucceed(t, "mnist -mode ps", r)
-	t.Logf("gorun --ps 2 -np 3 mnist -mode ps -epochs 1 took %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("gorun --ps 2 -np 3 mnist -mode ps %s took %v", strings.Join(decay, " "), time.Since(start).Round(time.Millisecond))
 	a, p := finalAccuracy.FindStringSubmatch(ar.stdout), psFinal.FindStringSubmatch(r.stdout)
 	if a == nil || p == nil || p[3] != "3" || p[4] != "2" {
 		t.Fatalf("no final accuracy of 3 ranks, or of 3 workers and 2 servers:\n%s\n---\n%s", ar.stdout, r.stdout)
