@@ -288,10 +288,11 @@ func checkpointSteps(total, spe, every int64) []int64 {
 // TestPSEvaluator: gorun --ps 2 -np 2 --evaluator, checkpoints every 25
 // steps kept: the evaluator's JSON lines are every checkpoint's step once,
 // in order, the last the final step, and gorun exits 0 (the evaluator
-// stops by itself after the final step).
+// stops by itself after the final step); under --log-level warn the
+// evaluator logs nothing at INFO.
 func TestPSEvaluator(t *testing.T) {
 	dir := t.TempDir()
-	r := run(t, command(context.Background(), nil, append([]string{bin(t, "gorun"), "--ps", "2", "-np", "2", "--evaluator"},
+	r := run(t, command(context.Background(), nil, append([]string{bin(t, "gorun"), "--ps", "2", "-np", "2", "--evaluator", "--log-level", "warn"},
 		psMnist(t, "-epochs", "2", "-checkpoint-dir", dir, "-checkpoint-every", "25", "-keep", "0")...)...))
 	mustSucceed(t, "gorun --ps 2 -np 2 --evaluator", r)
 	got, want := evalSteps(t, r.stdout, "[evaluator]<stdout>: "), checkpointSteps(2*psStepsPerEpoch, psStepsPerEpoch, 25)
@@ -300,6 +301,9 @@ func TestPSEvaluator(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "stopped: final step") {
 		t.Errorf("the evaluator did not stop at the final step:\n%s", r.stderr)
+	}
+	if regexp.MustCompile(`\[evaluator\]<stderr>: .* INFO `).MatchString(r.stderr) {
+		t.Errorf("the evaluator logged at INFO under --log-level warn:\n%s", r.stderr)
 	}
 }
 
