@@ -96,7 +96,7 @@ func runWorker(ctx context.Context, job *Job, p Program) error {
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer closeClient(client, job)
 	var attach sync.Once
 	var attachErr error
 	steps := make(map[string]StepFunc, len(p.Steps))
@@ -147,7 +147,7 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer closeClient(client, job)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan *ServerError, 1)
 	go func() { watched <- watchServers(wctx, client, coord) }()
@@ -190,6 +190,33 @@ func (j *Job) reportSilent(rank int, limit time.Duration) {
 
 // shutdownBound bounds the chief's Shutdown of the servers at the end.
 const shutdownBound = 10 * time.Second
+
+// closeBound is how long Run waits for its client of the servers to
+// close. Close waits for calls queued to a server that cannot be reached
+// until their call timeout (a worker's is the op timeout, 10 minutes by
+// default); once this task's part is over nothing needs them, so Run
+// returns after closeBound and leaves them to end in the background,
+// rather than hold a stopped worker's or a failed chief's process that
+// long.
+const closeBound = 2 * time.Second
+
+// closeClient closes client, waiting at most closeBound.
+func closeClient(client *Client, job *Job) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		client.Close()
+	}()
+	t := time.NewTimer(closeBound)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		if job.Logger != nil {
+			job.Logger.Info("ps: calls to an unreachable parameter server are still queued; not waiting for them", "waited", closeBound)
+		}
+	}
+}
 
 // watchServers pings every server each serverWatch until ctx ends; the
 // first that does not answer fails the coordinator with its ServerError,

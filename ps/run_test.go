@@ -4,10 +4,103 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
+
+// TestRunEndsSoonAfterAServerDies: a parameter server stops while a
+// worker's step pulls from it again and again (its calls wait in the
+// queue for a server that cannot be dialled, each up to the worker's call
+// timeout, a minute): the chief fails naming the server within 18 s (its
+// ping's timeout and a little; a failed chief shuts no server down, so it
+// does not wait on the dead one), and the worker,
+// which the chief then stops, returns within seconds rather than waiting
+// out its queued call's timeout in Client.Close.
+func TestRunEndsSoonAfterAServerDies(t *testing.T) {
+	secret := psSecret(t)
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0", Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Job{Workers: 1, Servers: 1, ChiefAddr: ln.Addr().String(), ServerAddrs: []string{srv.Addr()}, Secret: secret}
+	chiefJob, workerJob := base, base
+	chiefJob.Role, chiefJob.Listener, chiefJob.OpTimeout = jobenv.RoleChief, ln, 10*time.Second
+	workerJob.Role, workerJob.Rank, workerJob.OpTimeout = jobenv.RoleWorker, 1, time.Minute
+	started, stopped := make(chan struct{}), make(chan struct{})
+	p := Program{
+		HeartbeatTimeout: 2 * time.Second,
+		Steps: map[string]StepFunc{"pull": func(ctx context.Context, w *WorkerContext, _ []byte) ([]byte, error) {
+			close(started)
+			<-stopped
+			// The first Pull may fail at once on the closed connection;
+			// the next ones wait in the queue for a server to dial.
+			for ctx.Err() == nil {
+				w.Client.Pull(ctx, map[string][]float64{})
+			}
+			return nil, ctx.Err()
+		}},
+		Chief: func(ctx context.Context, c *Chief) error {
+			part, _ := FixedShardsPartitioner(1)
+			if err := c.Client.Create(ctx, []Variable{{Name: "v", Shape: []int{1}, Value: []float64{0}}}, part, Optimizer{Kind: "sgd", LR: 0.1}); err != nil {
+				return err
+			}
+			_, err := c.Schedule("pull", nil).Wait(ctx)
+			return err
+		},
+	}
+	ctx := context.Background()
+	chiefErr, workerErr := make(chan error, 1), make(chan error, 1)
+	go func() { chiefErr <- runChief(ctx, &chiefJob, p) }()
+	go func() { workerErr <- runWorker(ctx, &workerJob, p) }()
+	select {
+	case <-started:
+	case err := <-chiefErr:
+		t.Fatalf("the chief ended before the step started: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the step did not start")
+	}
+	srv.Stop()
+	close(stopped)
+	killed := time.Now()
+	select {
+	case err := <-chiefErr:
+		// Found by its ping (each second, with the chief's call timeout
+		// of 10 s); the failed chief leaves the servers to the launcher.
+		t.Logf("the chief failed %v after the server stopped", time.Since(killed).Round(time.Millisecond))
+		if took := time.Since(killed); took > 18*time.Second {
+			t.Errorf("the chief failed %v after the server stopped, want within 18s", took)
+		}
+		if sf := serverFailure(nil); !errors.As(err, &sf) {
+			t.Errorf("the chief: %v, want an error naming server 0", err)
+		} else if i, _ := sf.PSServer(); i != 0 {
+			t.Errorf("the chief: %v, names server %d, want 0", err, i)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the chief did not fail")
+	}
+	chiefEnded := time.Now()
+	select {
+	case err := <-workerErr:
+		t.Logf("the worker returned %v after the chief: %v", time.Since(chiefEnded).Round(time.Millisecond), err)
+		if err != nil {
+			t.Errorf("the worker: %v, want nil (the chief stopped it)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not return within 20s of the chief's end: it waits for its Pull queued to the stopped server")
+	}
+}
 
 // TestWatchServersFailsTheCoordinator: the chief's watch of the servers
 // fails the coordinator with a ServerError naming a server that stopped,

@@ -100,6 +100,11 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	}
 	cfg.Hosts = hosts
 	cfg.PS, cfg.Evaluator = c.Int("ps"), c.Bool("evaluator")
+	if c.IsSet("ps") && cfg.PS == 0 {
+		// 0 is the flag's unset value (an all-reduce job); written out, it
+		// asks for a parameter-server job without servers.
+		return cfg, usagef("--ps 0: a parameter-server job needs at least 1 server (leave --ps out for an all-reduce job)")
+	}
 	if c.IsSet("evaluator-timeout") {
 		cfg.EvaluatorTimeout = c.Generic("evaluator-timeout").(*duration).d
 	}

@@ -273,8 +273,8 @@ func TestFlagsAfterProgram(t *testing.T) {
 }
 
 // TestPSFlags: --ps, --evaluator and --evaluator-timeout reach the
-// Config; without -np the workers take the slots the servers leave; a
-// chief's status is gorun's.
+// Config; without -np the workers take the slots the servers leave; --ps 0
+// is a usage error; a chief's status is gorun's.
 func TestPSFlags(t *testing.T) {
 	cfg, err := parse(t, "--ps", "2", "-H", "a:2,b:3", "--evaluator", "--evaluator-timeout", "90", "./train")
 	if err != nil || cfg.PS != 2 || cfg.NP != 3 || !cfg.Evaluator || cfg.EvaluatorTimeout != 90*time.Second {
@@ -282,6 +282,11 @@ func TestPSFlags(t *testing.T) {
 	}
 	if cfg, err := parse(t, "--ps", "1", "-np", "2", "./train"); err != nil || cfg.PS != 1 || cfg.NP != 2 || cfg.Evaluator {
 		t.Errorf("PS %d NP %d evaluator %v, %v", cfg.PS, cfg.NP, cfg.Evaluator, err)
+	}
+	// --ps 0 written out is not the all-reduce job of no --ps.
+	want := "--ps 0: a parameter-server job needs at least 1 server (leave --ps out for an all-reduce job)"
+	if _, err := parse(t, "--ps", "0", "-np", "2", "./train"); err == nil || !isUsage(err) || err.Error() != want {
+		t.Errorf("--ps 0: %v, want the usage error %q", err, want)
 	}
 	chief := &runner.TaskError{Role: "chief", Host: "a", Err: &runner.ExitError{Status: 4}}
 	if got := exitCode(chief); got != 4 {

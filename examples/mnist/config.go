@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorovod/gorovod/hvd"
 )
@@ -41,6 +42,9 @@ type config struct {
 	EvalFinal   int64  // evaluator: stop after the checkpoint of this step (0: ps mode's last step, or never)
 	EvalMax     int    // evaluator: stop after this many evaluations (0: no limit)
 	PSWire      string // ps mode: float64 or float32 values between workers and servers
+	// Heartbeat is -mode ps's ps.Program.HeartbeatTimeout: how long a
+	// silent worker keeps its steps (0: ps.DefaultHeartbeatTimeout).
+	Heartbeat time.Duration
 }
 
 // flags registers cfg's fields on fs; compression is parsed afterwards.
@@ -77,6 +81,7 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.StringVar(&cfg.PSWire, "ps-wire", "float64", "ps mode: how workers pull values and push gradients: float64 (exact) or float32 (half the bytes; the servers keep float64)")
 	fs.Int64Var(&cfg.EvalFinal, "eval-final-step", 0, "evaluator: stop after the checkpoint of this step (0: in ps mode the run's last step, otherwise run until a signal)")
 	fs.IntVar(&cfg.EvalMax, "eval-max", 0, "evaluator: stop after this many evaluations (0: no limit)")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat-timeout", 0, "ps mode: how long a silent worker (dead, or cut off) keeps its steps before the chief gives them to others (0: 10s)")
 	fs.IntVar(&cfg.CommitEvery, "commit-every", 10, "steps between commits of the elastic state (-elastic)")
 	return fs.String("compression", "none", "gradient wire type: none, fp32, fp16, bf16")
 }

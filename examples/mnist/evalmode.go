@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/gorovod/gorovod/evaluator"
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // evaluate is -mode evaluator, the sidecar evaluator: it follows
@@ -26,6 +28,15 @@ func evaluate(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The evaluator logs through slog's default logger, at the job's log
+	// level (gorun --log-level) as the ranks do.
+	if name := os.Getenv(jobenv.EnvLogLevel); name != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(name)); err != nil {
+			return fmt.Errorf("%s=%q: %w", jobenv.EnvLogLevel, name, err)
+		}
+		slog.SetLogLoggerLevel(level)
+	}
 	_, test, note, err := loadData(cfg.DataDir, cfg.SynthTrain, cfg.SynthTest, cfg.Seed)
 	if err != nil {
 		return err

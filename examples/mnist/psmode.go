@@ -57,11 +57,18 @@ func trainPS(ctx context.Context, cfg config, out io.Writer) error {
 	} else if cfg.PSWire != "float64" {
 		return fmt.Errorf("unknown -ps-wire %q (want float64 or float32)", cfg.PSWire)
 	}
-	return ps.Run(ctx, ps.Program{
-		Wire:  wire,
-		Steps: map[string]ps.StepFunc{stepName: w.step},
-		Chief: func(ctx context.Context, c *ps.Chief) error { return runChief(ctx, c, cfg, out) },
+	err := ps.Run(ctx, ps.Program{
+		Wire:             wire,
+		Steps:            map[string]ps.StepFunc{stepName: w.step},
+		Chief:            func(ctx context.Context, c *ps.Chief) error { return runChief(ctx, c, cfg, out) },
+		HeartbeatTimeout: cfg.Heartbeat,
 	})
+	if err == nil && w.ran > 0 {
+		// A worker's last line: how many steps this process ran (a step
+		// re-run elsewhere after this worker was dropped counts in both).
+		fmt.Fprintf(out, "worker %d ran %d steps\n", w.index, w.ran)
+	}
+	return err
 }
 
 // psStepsPerEpoch is the number of batches of cfg.Batch in an epoch of n
@@ -133,6 +140,8 @@ type psWorker struct {
 	lbl   []uint8
 	epoch int
 	perm  []int
+	index int // the worker's index, as its steps learn it
+	ran   int // steps run to their end in this process
 }
 
 func (w *psWorker) init() error {
@@ -200,6 +209,8 @@ func (w *psWorker) step(ctx context.Context, wc *ps.WorkerContext, args []byte) 
 		return nil, err
 	}
 	rtt := pulled + time.Since(t1)
+	w.index = wc.Index
+	w.ran++
 	return stepResult{Loss: loss, RoundTrip: rtt}.encode(), nil
 }
 
