@@ -116,9 +116,17 @@ func TestPSMnistConverges(t *testing.T) {
 // TestPSWorkerKilled: a worker killed with SIGKILL in the first of two
 // epochs is dropped (gorun's warning names it), its steps run on the
 // others, and the job finishes with exit 0, exactly 2 × 94 steps done,
-// on the 2 workers left.
+// on the 2 workers left; asynchronous and with a staleness bound.
 func TestPSWorkerKilled(t *testing.T) {
-	argv := append([]string{bin(t, "gorun"), "--ps", "2", "-np", "3"}, psMnist(t, "-epochs", "2", "-log-every", "5")...)
+	t.Run("asynchronous", func(t *testing.T) { psWorkerKilled(t) })
+	// With a staleness bound the chief drops the lost worker from the
+	// servers' clocks (ps.Run's OnWorkerLost): without that the others
+	// waited for it up to the op timeout (10 minutes).
+	t.Run("staleness 1", func(t *testing.T) { psWorkerKilled(t, "-staleness", "1") })
+}
+
+func psWorkerKilled(t *testing.T, extra ...string) {
+	argv := append([]string{bin(t, "gorun"), "--ps", "2", "-np", "3"}, psMnist(t, append([]string{"-epochs", "2", "-log-every", "5"}, extra...)...)...)
 	g := startGorun(t, nil, argv...)
 	g.waitFor(t, "epoch 1 [   10/94]")
 	if err := syscall.Kill(rankProcess(t, g.cmd.Process.Pid, 2), syscall.SIGKILL); err != nil {

@@ -96,6 +96,12 @@ type CoordinatorConfig struct {
 	// learn it and give up on a chief they cannot reach for as long.
 	// Zero means DefaultHeartbeatTimeout.
 	HeartbeatTimeout time.Duration
+	// OnWorkerLost, if set, is called with a worker's index when the
+	// coordinator drops it (its connection broke, or it fell silent),
+	// not when Stop tells it to go: Run drops it from the servers'
+	// staleness bound there, so that the others do not wait for it. It
+	// runs on its own goroutine; Stop waits for it.
+	OnWorkerLost func(index int)
 }
 
 // String describes the config without its secret.
@@ -140,6 +146,8 @@ func (c CoordinatorConfig) GoString() string { return c.String() }
 // NewCoordinator, Start, then Schedule and Join; Stop ends it. Methods are
 // safe for concurrent use.
 type Coordinator struct {
+	onLost     func(index int) // CoordinatorConfig.OnWorkerLost
+	lost       sync.WaitGroup  // running onLost calls
 	hb         time.Duration
 	guard      *auth.Guard
 	log        *slog.Logger
@@ -214,6 +222,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		hb = DefaultHeartbeatTimeout
 	}
 	c := &Coordinator{
+		onLost:   cfg.OnWorkerLost,
 		hb:       hb,
 		guard:    guard,
 		log:      log,
@@ -460,6 +469,7 @@ func (c *Coordinator) Stop() {
 		close(c.stopping)
 	})
 	<-c.done
+	c.lost.Wait()
 }
 
 // awaitGone waits until every worker in the pool has left it, or
@@ -581,6 +591,13 @@ func (c *Coordinator) dropLocked(m *coordMember, why string) {
 	}
 	c.log.Log(context.Background(), lvl, "ps: worker left the pool", "worker", m.id.Index, "why", why, "requeued_steps", back)
 	c.notifyLocked()
+	if c.onLost != nil && !c.stopped && !m.told {
+		c.lost.Add(1)
+		go func(index int) {
+			defer c.lost.Done()
+			c.onLost(index)
+		}(m.id.Index)
+	}
 }
 
 // requeueLocked puts the steps m runs back at the front of the queue.

@@ -445,6 +445,37 @@ func TestCoordinatorDropsASilentWorker(t *testing.T) {
 	}
 }
 
+// OnWorkerLost hears of a dropped worker (here a silent one) by its
+// index, and not of the workers that Stop tells to go.
+func TestCoordinatorOnWorkerLost(t *testing.T) {
+	coordCheckLeaks(t)
+	lost := make(chan int, 4)
+	c := startCoordinator(t, CoordinatorConfig{HeartbeatTimeout: 400 * time.Millisecond, OnWorkerLost: func(i int) { lost <- i }})
+	silent := manualWorker(t, c.Addr(), 3, 4)
+	c.Schedule("x", nil)
+	silent.next(t) // joins, takes the step, and falls silent
+	coordEventually(t, "the silent worker dropped", func() bool { return c.Workers() == 0 })
+	select {
+	case i := <-lost:
+		if i != 3 {
+			t.Errorf("OnWorkerLost(%d), want 3", i)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnWorkerLost was not called for the dropped worker")
+	}
+	idle := startWorker(t, WorkerConfig{ChiefAddr: c.Addr(), Index: 1, Workers: 4, Steps: map[string]StepFunc{"x": func(context.Context, *WorkerContext, []byte) ([]byte, error) { return nil, nil }}})
+	coordEventually(t, "the new worker joined", func() bool { return c.Workers() == 1 })
+	c.Stop()
+	if err := idle.wait(t); err != nil {
+		t.Errorf("RunWorker = %v after Stop, want nil", err)
+	}
+	select {
+	case i := <-lost:
+		t.Errorf("OnWorkerLost(%d) for a worker Stop told to go", i)
+	default:
+	}
+}
+
 // A new incarnation of a worker index replaces the old one: the old one's
 // step goes to the queue, its result is discarded even while the step is
 // still pending, and it is told it was replaced.

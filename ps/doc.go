@@ -145,7 +145,9 @@
 // the chief runs Program.Chief with a Chief (the Coordinator and a client
 // of the servers), pinging the servers every second meanwhile so that a
 // server that dies fails the coordinator, naming it, even while no step
-// runs; then it stops the workers and, when its loop succeeded, shuts the
+// runs, and taking a worker the coordinator loses out of the servers'
+// staleness bound (Client.Drop), so that the others do not wait for it;
+// then it stops the workers and, when its loop succeeded, shuts the
 // servers down. When the loop failed the servers are left to the launcher,
 // which stops the job (gorun; Kubernetes for a TFJob whose chief failed),
 // and a server that stopped answering is reported to gorun, which names it

@@ -133,8 +133,24 @@ func callTimeout(job *Job) time.Duration {
 // runChief runs the coordinator and the chief's loop, watching the
 // servers, then ends the job.
 func runChief(ctx context.Context, job *Job, p Program) error {
+	client, err := DialServers(ctx, job.ServerAddrs, ClientConfig{Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
+		CallTimeout: min(callTimeout(job), 10*time.Second), WorkerID: -1})
+	if err != nil {
+		return err
+	}
+	defer closeClient(client, job)
 	coord, err := NewCoordinator(CoordinatorConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
-		HeartbeatTimeout: p.HeartbeatTimeout})
+		HeartbeatTimeout: p.HeartbeatTimeout, OnWorkerLost: func(index int) {
+			// A lost worker no longer holds the others back at the
+			// staleness bound (the servers would wait the op timeout).
+			if p.Staleness > 0 {
+				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := client.Drop(dctx, index); err != nil {
+					job.Logger.Warn("ps: could not drop a lost worker from the staleness bound", "worker", index, "err", err)
+				}
+			}
+		}})
 	if err != nil {
 		return err
 	}
@@ -142,12 +158,6 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 		return err
 	}
 	defer coord.Stop()
-	client, err := DialServers(ctx, job.ServerAddrs, ClientConfig{Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
-		CallTimeout: min(callTimeout(job), 10*time.Second), WorkerID: -1})
-	if err != nil {
-		return err
-	}
-	defer closeClient(client, job)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan *ServerError, 1)
 	go func() { watched <- watchServers(wctx, client, coord) }()

@@ -45,6 +45,9 @@ type config struct {
 	// Heartbeat is -mode ps's ps.Program.HeartbeatTimeout: how long a
 	// silent worker keeps its steps (0: ps.DefaultHeartbeatTimeout).
 	Heartbeat time.Duration
+	// Staleness is -mode ps's ps.Program.Staleness: 0 asynchronous, K a
+	// stale-synchronous bound of K pushes.
+	Staleness int
 }
 
 // flags registers cfg's fields on fs; compression is parsed afterwards.
@@ -81,6 +84,7 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.StringVar(&cfg.PSWire, "ps-wire", "float64", "ps mode: how workers pull values and push gradients: float64 (exact) or float32 (half the bytes; the servers keep float64)")
 	fs.Int64Var(&cfg.EvalFinal, "eval-final-step", 0, "evaluator: stop after the checkpoint of this step (0: in ps mode the run's last step, otherwise run until a signal)")
 	fs.IntVar(&cfg.EvalMax, "eval-max", 0, "evaluator: stop after this many evaluations (0: no limit)")
+	fs.IntVar(&cfg.Staleness, "staleness", 0, "ps mode: 0 trains asynchronously; K > 0 makes a worker more than K pushes ahead of the slowest wait for it")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat-timeout", 0, "ps mode: how long a silent worker (dead, or cut off) keeps its steps before the chief gives them to others (0: 10s)")
 	fs.IntVar(&cfg.CommitEvery, "commit-every", 10, "steps between commits of the elastic state (-elastic)")
 	return fs.String("compression", "none", "gradient wire type: none, fp32, fp16, bf16")

@@ -62,6 +62,7 @@ func trainPS(ctx context.Context, cfg config, out io.Writer) error {
 		Steps:            map[string]ps.StepFunc{stepName: w.step},
 		Chief:            func(ctx context.Context, c *ps.Chief) error { return runChief(ctx, c, cfg, out) },
 		HeartbeatTimeout: cfg.Heartbeat,
+		Staleness:        cfg.Staleness,
 	})
 	if err == nil && w.ran > 0 {
 		// A worker's last line: how many steps this process ran (a step
