@@ -116,8 +116,12 @@ func TestWatchEndsWithContextAndClose(t *testing.T) {
 	start := time.Now()
 	c.Close()
 	c.Close()
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Close took %s", d)
+	// Close may wait for one ping still queued in gorpc until its timeout
+	// (the grace here, 1s: see Close); more than that and a second of
+	// scheduling on a loaded machine would be a Close that hangs. It took
+	// 1.0006s once under ./test.sh with two busy helpers beside it.
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %s, want at most the ping's timeout (1s) and slack", d)
 	}
 	if n := lost.calls.Load(); n != 0 {
 		t.Errorf("onLost called %d times on a healthy server", n)
