@@ -32,7 +32,8 @@
 // Gorgonia's stateful solvers keep their state in unexported fields that
 // have no accessor: Momentum, RMSPropSolver and AdaGradSolver in cache,
 // AdamSolver in cache and iter, BarzilaiBorweinSolver in prevDV, AdamW in
-// its state map. This package cannot read or write them, so it cannot
+// iter and states (a map keyed by the learnables' *Node, which differ from
+// rank to rank). This package cannot read or write them, so it cannot
 // broadcast a solver's state. It does not need to at the start of a job: a
 // solver holds no state before its first Step, and ranks that start from
 // the same values (BroadcastLearnables) and step with the same averaged
