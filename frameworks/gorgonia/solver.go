@@ -40,7 +40,8 @@ type Options struct {
 // DistributedSolver is a gorgonia.Solver that averages the gradients of
 // the model across the ranks of a gorovod runtime before the solver it
 // wraps updates the values. Every rank must step the same learnables, in
-// the same order, the same number of times.
+// the same order, the same number of times. A DistributedSolver is not safe
+// for concurrent use.
 type DistributedSolver struct {
 	inner gorgonia.Solver
 	rt    *hvd.Runtime
@@ -177,6 +178,29 @@ func BroadcastLearnables(ctx context.Context, rt *hvd.Runtime, learnables []*gor
 // strided view, or a gorgonia *F32 or *F64 scalar.
 func Tensor(name string, v gorgonia.Value) (*hvd.Tensor, error) {
 	return wrap(name, v)
+}
+
+// Dense returns t's elements as a *tensor.Dense of t's shape (a vector
+// when t has none) that shares t's memory: the other direction of Tensor.
+// t must be float32 or float64.
+func Dense(t *hvd.Tensor) (*tensor.Dense, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%w: nil tensor", ErrInvalid)
+	}
+	shape := tensor.Shape(t.Shape)
+	if len(shape) == 0 {
+		shape = tensor.Shape{t.Count()}
+	}
+	if shape.TotalSize() != t.Count() {
+		return nil, fmt.Errorf("%w: shape %v of %d elements for %d", ErrInvalid, shape, shape.TotalSize(), t.Count())
+	}
+	switch t.DType {
+	case kernels.F32:
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(hvd.Values[float32](t))), nil
+	case kernels.F64:
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(hvd.Values[float64](t))), nil
+	}
+	return nil, fmt.Errorf("%w: dtype %v (float32 and float64 only)", ErrUnsupported, t.DType)
 }
 
 // wrap is Tensor.

@@ -85,3 +85,32 @@ func TestNewDistributedSolverRejects(t *testing.T) {
 		t.Errorf("no runtime: err = %v, want hvd.ErrNotInitialized", err)
 	}
 }
+
+// Dense views a gorovod tensor's memory: writing through it changes the
+// tensor, in its shape.
+func TestDenseSharesMemory(t *testing.T) {
+	data := []float32{1, 2, 3, 4, 5, 6}
+	d, err := hvdgorgonia.Dense(hvd.NewTensor("t", data, 2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Shape().Eq(tensor.Shape{2, 3}) {
+		t.Fatalf("shape %v, want (2, 3)", d.Shape())
+	}
+	if err := d.SetAt(float32(9), 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if data[5] != 9 {
+		t.Fatalf("data %v after setting (1, 2) of the dense tensor to 9", data)
+	}
+	v, err := hvdgorgonia.Dense(hvd.NewTensor("v", []float64{1, 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Shape().Eq(tensor.Shape{2}) {
+		t.Fatalf("vector: shape %v, want (2)", v.Shape())
+	}
+	if _, err := hvdgorgonia.Dense(hvd.NewTensor("i", []int32{1})); !errors.Is(err, hvdgorgonia.ErrUnsupported) {
+		t.Errorf("int32: err = %v, want ErrUnsupported", err)
+	}
+}
