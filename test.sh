@@ -42,3 +42,8 @@ go test -race -count=1 -timeout 20m ./...
 go test -count=1 -timeout 10m -run 'TestAllreduceMillion' ./collective/
 # Without cgo the examples multiply matrices with gonum instead of OpenBLAS.
 CGO_ENABLED=0 go test -count=1 -run 'Gemm|Dgemm' ./examples/mnist ./examples/synthetic_benchmark
+# The framework adapters are nested modules (the core module's go.mod has
+# no framework in it): their own vet and tests, and their examples'.
+for m in frameworks/gorgonia examples/gorgonia; do
+	(cd "$m" && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+done

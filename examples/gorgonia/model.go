@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -76,7 +77,15 @@ type net struct {
 }
 
 // build makes the forward pass (and the loss) over weights in g.
+// graphMu serialises graph construction: Gorgonia's Conv2d and MaxPool2D
+// number their groups with an unguarded package-level counter
+// (internal/encoding.NewGroup), and the tests run several ranks as
+// goroutines of one process (the race detector caught it).
+var graphMu sync.Mutex
+
 func build(g *G.ExprGraph, weights G.Nodes, batch int) (*net, error) {
+	graphMu.Lock()
+	defer graphMu.Unlock()
 	n := &net{g: g, weights: weights, batch: batch}
 	n.x = G.NewTensor(g, tensor.Float32, 4, G.WithShape(batch, 1, side, side), G.WithName("x"))
 	n.y = G.NewMatrix(g, tensor.Float32, G.WithShape(batch, classes), G.WithName("y"))
