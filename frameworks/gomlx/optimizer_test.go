@@ -266,3 +266,42 @@ func TestAdamIdenticalOnAllRanks(t *testing.T) {
 		})
 	}
 }
+
+// A per-step update hook (train.AddPerStepUpdateGraphFn) runs after the
+// averaged update, as in GoMLX's own step: a hook that clips the output
+// layer's weights leaves them clipped after every step.
+func TestPerStepUpdateHookRunsAfterTheUpdate(t *testing.T) {
+	const limit = 0.05
+	clipped := func(ctx *context.Context, spec any, inputs []*graph.Node) []*graph.Node {
+		out := model(ctx, spec, inputs)
+		train.AddPerStepUpdateGraphFn(ctx.In("clip"), out[0].Graph(), func(ctx *context.Context, g *graph.Graph) {
+			w := ctx.InAbsPath("/dense1/dense").GetVariable("weights")
+			w.SetValueGraph(graph.ClipScalar(w.ValueGraph(g), -limit, limit))
+		})
+		return out
+	}
+	rts := hvdtest.Start(t, 2)
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
+		opt, err := hvdgomlx.New(rt, theBackend(), optimizers.StochasticGradientDescent().WithDecay(false).WithLearningRate(1))
+		if err != nil {
+			return err
+		}
+		trainer := train.NewTrainer(theBackend(), newContext(int64(rt.Rank())), clipped, losses.MeanSquaredError, opt, nil, nil)
+		x, y := batch(rt.Rank()*perRank, perRank)
+		for range steps {
+			if _, err := trainer.TrainStep(nil, []*tensors.Tensor{x}, []*tensors.Tensor{y}); err != nil {
+				return err
+			}
+			if err := opt.Step(stdctx.Background()); err != nil {
+				return err
+			}
+			w := tensors.MustCopyFlatData[float32](trainer.Context().InAbsPath("/dense1/dense").GetVariable("weights").MustValue())
+			for i, v := range w {
+				if v < -limit || v > limit {
+					return fmt.Errorf("after a step, weights[%d] = %v, outside the hook's clip to ±%v", i, v, limit)
+				}
+			}
+		}
+		return nil
+	})
+}
