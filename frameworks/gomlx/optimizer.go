@@ -166,11 +166,20 @@ func (o *Optimizer) moveHooks(ctx *context.Context, g *graph.Graph) {
 }
 
 // Clear implements optimizers.Interface: it clears the wrapped optimizer's
-// variables and the gradients kept under GradientsScope.
+// variables and the gradients kept under GradientsScope, and forgets the
+// update graph; the next train graph the Trainer builds (after
+// Trainer.ResetComputationGraphs) broadcasts the variables again.
 func (o *Optimizer) Clear(ctx *context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if err := o.inner.Clear(ctx); err != nil {
 		return err
 	}
+	if o.apply != nil {
+		o.apply.Finalize()
+	}
+	o.ctx, o.vars, o.grads, o.hooks, o.apply = nil, nil, nil, nil, nil
+	o.synced = map[string]bool{}
 	return ctx.InAbsPath(GradientsScope).DeleteVariablesInScope()
 }
 

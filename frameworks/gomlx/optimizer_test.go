@@ -305,3 +305,38 @@ func TestPerStepUpdateHookRunsAfterTheUpdate(t *testing.T) {
 		return nil
 	})
 }
+
+// After Clear and Trainer.ResetComputationGraphs, training goes on: the
+// variables are broadcast again and stay identical on every rank.
+func TestClearThenTrainAgain(t *testing.T) {
+	out := make([]map[string][]float32, 2)
+	rts := hvdtest.Start(t, 2)
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
+		opt, err := hvdgomlx.New(rt, theBackend(), adam())
+		if err != nil {
+			return err
+		}
+		trainer := train.NewTrainer(theBackend(), newContext(int64(rt.Rank())), model, losses.MeanSquaredError, opt, nil, nil)
+		x, y := batch(rt.Rank()*perRank, perRank)
+		for round := range 2 {
+			for range 2 {
+				if _, err := trainer.TrainStep(nil, []*tensors.Tensor{x}, []*tensors.Tensor{y}); err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
+				if err := opt.Step(stdctx.Background()); err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
+			}
+			if round == 0 {
+				if err := opt.Clear(trainer.Context()); err != nil {
+					return err
+				}
+				trainer.ResetComputationGraphs()
+				trainer.SetContext(trainer.Context().Reuse())
+			}
+		}
+		out[rt.Rank()] = values(trainer.Context())
+		return nil
+	})
+	sameOnAllRanks(t, out)
+}
