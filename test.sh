@@ -44,6 +44,10 @@ go test -count=1 -timeout 10m -run 'TestAllreduceMillion' ./collective/
 CGO_ENABLED=0 go test -count=1 -run 'Gemm|Dgemm' ./examples/mnist ./examples/synthetic_benchmark
 # The framework adapters are nested modules (the core module's go.mod has
 # no framework in it): their own vet and tests, and their examples'.
-for m in frameworks/gorgonia examples/gorgonia; do
+for m in frameworks/gorgonia examples/gorgonia frameworks/gomlx; do
 	(cd "$m" && go vet ./... && go test -race -count=1 -timeout 10m ./...)
 done
+# GoMLX's own parallel executor races under the detector (its tests in
+# frameworks/gomlx run the sequential one), so the GoMLX example, which
+# trains with the default executor, runs without it.
+(cd examples/gomlx && go vet ./... && go test -count=1 -timeout 10m ./...)
