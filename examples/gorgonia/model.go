@@ -76,13 +76,13 @@ type net struct {
 	batch   int
 }
 
-// build makes the forward pass (and the loss) over weights in g.
 // graphMu serialises graph construction: Gorgonia's Conv2d and MaxPool2D
 // number their groups with an unguarded package-level counter
 // (internal/encoding.NewGroup), and the tests run several ranks as
 // goroutines of one process (the race detector caught it).
 var graphMu sync.Mutex
 
+// build makes the forward pass (and the loss) over weights in g.
 func build(g *G.ExprGraph, weights G.Nodes, batch int) (*net, error) {
 	graphMu.Lock()
 	defer graphMu.Unlock()
