@@ -91,7 +91,7 @@ func NewDistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptio
 		return nil, fmt.Errorf("%w: DistributedOptimizer needs an optimizer to wrap, got nil", ErrInvalidParam)
 	}
 	if err := opts.normalize(); err != nil {
-		return nil, err
+		return nil, invalidArgument(err)
 	}
 	if err := checkParams(inner.Params()); err != nil {
 		return nil, err

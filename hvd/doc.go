@@ -61,14 +61,19 @@
 // context is cancelled, an argument is invalid) every rank's pending and
 // later operations return an error naming the operation, tensor, step,
 // rank and peer. When the launcher dies, the runtime notices through its
-// heartbeat and fails its operations with ErrLauncherLost.
+// heartbeat and fails its operations with ErrLauncherLost. Callers branch
+// on what happened with errors.Is and this package's sentinels alone
+// (ErrMismatch, ErrStall, ErrJoined, ErrPeerGone, ErrInvalidArgument,
+// ErrShutdown, ...), never the engine's or collective's.
 //
 // The package-level functions use a default Runtime, the way http.Get uses
 // http.DefaultClient; tests and tools build their own with NewRuntime from
 // a Config (DefaultConfig, ConfigFromEnv), and package hvdtest starts the N
 // runtimes of a job in one test process. Every
 // helper that takes a *Runtime (BroadcastParameters, BroadcastOptimizerState,
-// BroadcastObject, AverageMetric, AverageMetrics, DistributedOptimizer,
+// BroadcastObject, AverageMetric, AverageMetrics, the plain-slice helpers
+// AllreduceSlice, AverageSlice, BroadcastSlice and AllgatherSlice,
+// DistributedOptimizer,
 // Checkpointer.Save and Checkpointer.LoadLatest) reads a nil one as the
 // default runtime, and before Init returns ErrNotInitialized.
 package hvd

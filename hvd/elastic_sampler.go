@@ -47,7 +47,7 @@ type ElasticSampler struct {
 // per rank, at the start of epoch 0.
 func NewElasticSampler(n, batchSize int, seed uint64, shuffle bool) (*ElasticSampler, error) {
 	if n < 0 || batchSize <= 0 {
-		return nil, fmt.Errorf("hvd: an elastic sampler needs n >= 0 samples and a batch size > 0, got %d and %d", n, batchSize)
+		return nil, invalidArgument(fmt.Errorf("hvd: an elastic sampler needs n >= 0 samples and a batch size > 0, got %d and %d", n, batchSize))
 	}
 	return &ElasticSampler{N: n, BatchSize: batchSize, Seed: seed, Shuffle: shuffle}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/engine"
@@ -65,22 +66,52 @@ func (r *Runtime) wrap(op, name string, err error) error {
 	return fmt.Errorf("hvd: %s %q on rank %d: %w", op, name, r.Rank(), withSentinel(err))
 }
 
-// withSentinel adds hvd's sentinel to an engine error that has one:
-// ErrDuplicateName, ErrShutdown, ErrInvalidTensor.
-func withSentinel(err error) error {
-	switch {
-	case errors.Is(err, engine.ErrDuplicateName):
-		return &sentinelError{ErrDuplicateName, err}
-	case errors.Is(err, engine.ErrShutdown):
-		return &sentinelError{ErrShutdown, err}
-	case errors.Is(err, collective.ErrInvalid):
-		return &sentinelError{ErrInvalidTensor, err}
-	}
-	return err
+// sentinels maps the engine's and collective's sentinels to hvd's: an
+// error that matches from gains to (see withSentinel).
+var sentinels = []struct{ from, to error }{
+	{engine.ErrDuplicateName, ErrDuplicateName},
+	{engine.ErrShutdown, ErrShutdown},
+	{collective.ErrInvalid, ErrInvalidTensor}, // and so ErrInvalidArgument
+	{engine.ErrMismatch, ErrMismatch},
+	{engine.ErrStall, ErrStall},
+	{collective.ErrTimeout, ErrStall}, // a rank missed OpTimeout: the stall's other limit
+	{engine.ErrJoined, ErrJoined},
+	{collective.ErrPeerGone, ErrPeerGone},
 }
 
-// sentinelError reads as err and matches both err and sentinel.
-type sentinelError struct{ sentinel, err error }
+// withSentinel adds hvd's sentinels (ErrDuplicateName, ErrShutdown,
+// ErrInvalidTensor, ErrMismatch, ErrStall, ErrJoined, ErrPeerGone) to an
+// engine error that has the engine's or collective's, so that callers
+// test errors with hvd's alone. A peer's shutdown is ErrShutdown and
+// ErrPeerGone. The error reads as before and still matches what it
+// matched.
+func withSentinel(err error) error {
+	var add []error
+	for _, s := range sentinels {
+		if errors.Is(err, s.from) && !errors.Is(err, s.to) && !slices.Contains(add, s.to) {
+			add = append(add, s.to)
+		}
+	}
+	if stoppedByPeerShutdown(err) && !errors.Is(err, ErrPeerGone) {
+		add = append(add, ErrPeerGone)
+	}
+	if len(add) == 0 {
+		return err
+	}
+	return &sentinelError{add, err}
+}
+
+// invalidArgument makes err, which reads as it is, match
+// ErrInvalidArgument.
+func invalidArgument(err error) error {
+	return &sentinelError{[]error{ErrInvalidArgument}, err}
+}
+
+// sentinelError reads as err and matches err and every one of sentinels.
+type sentinelError struct {
+	sentinels []error
+	err       error
+}
 
 func (e *sentinelError) Error() string   { return e.err.Error() }
-func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }
+func (e *sentinelError) Unwrap() []error { return append(slices.Clip(e.sentinels), e.err) }

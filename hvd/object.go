@@ -23,7 +23,7 @@ func BroadcastObject(ctx context.Context, rt *Runtime, v any, root int) error {
 	}
 	pv := reflect.ValueOf(v)
 	if pv.Kind() != reflect.Pointer || pv.IsNil() {
-		return fmt.Errorf("hvd: BroadcastObject needs a non-nil pointer, not %T", v)
+		return invalidArgument(fmt.Errorf("hvd: BroadcastObject needs a non-nil pointer, not %T", v))
 	}
 	data, err := rootBytes(ctx, rt, v, root)
 	if err != nil {

@@ -223,12 +223,15 @@ func (r *Runtime) CrossSize() int { return r.env.CrossSize }
 func (r *Runtime) Env() jobenv.Env { return r.env }
 
 // Err reports the failure that ended the runtime's communicator or engine,
-// or nil.
+// or nil; it matches hvd's sentinels as operations' errors do.
 func (r *Runtime) Err() error {
 	if err := r.comm.Err(); err != nil {
-		return err
+		return withSentinel(err)
 	}
-	return r.engine.Err()
+	if err := r.engine.Err(); err != nil {
+		return withSentinel(err)
+	}
+	return nil
 }
 
 // Join tells the other ranks that this rank has run out of data: until
