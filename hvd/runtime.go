@@ -124,7 +124,7 @@ func (r *Runtime) join(ctx context.Context, plan jobenv.JoinPlan) (collective.Tr
 	tr, rdv, env, hostOf, err := connect(ctx, r.env, plan, r.log)
 	if err != nil {
 		if srv != nil {
-			abortRendezvous(srv, err)
+			srv.AbortAndLinger(err.Error()) // every rank waiting fails with this error, which names the ranks that never came
 		}
 		return nil, err
 	}

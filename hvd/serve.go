@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/rendezvous"
@@ -29,19 +28,6 @@ func serveRendezvous(env jobenv.Env, plan jobenv.JoinPlan, log *slog.Logger) (*r
 			env.Hostname, plan.Launcher, plan.ServeAddr, jobenv.EnvRendezvousPort, err)
 	}
 	return srv, nil
-}
-
-// abortLinger is how long rank 0 keeps an aborted rendezvous up, so that
-// ranks still waiting in it (their calls are held for at most about a
-// second) learn why the job did not start.
-const abortLinger = 1500 * time.Millisecond
-
-// abortRendezvous makes every rank waiting in srv fail with rank 0's own
-// error (which names the ranks that never came, when that is why), and
-// returns after abortLinger.
-func abortRendezvous(srv *rendezvous.Server, err error) {
-	srv.Abort(err.Error())
-	time.Sleep(abortLinger)
 }
 
 // runtimeLogger is the logger a runtime logs through: l (slog.Default()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/lifecycle"
+
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/valyala/gorpc"
@@ -82,7 +84,7 @@ type Client struct {
 
 	life   context.Context // ends when Close starts
 	cancel context.CancelFunc
-	gate   srvGate // call goroutines
+	gate   lifecycle.Gate // call goroutines
 	closed sync.Once
 
 	mu     sync.Mutex
@@ -113,7 +115,7 @@ type srvConn struct {
 	rpc   *gorpc.Client
 	dc    *gorpc.DispatcherClient
 	done  chan struct{} // closed when the owner goroutine is gone
-	conns srvConnSet
+	conns lifecycle.Conns
 	link  srvLink
 
 	// data is the data link that carries Pulls and Pushes (see data.go).
@@ -201,7 +203,7 @@ func (sc *srvConn) own() {
 	defer close(sc.done)
 	sc.rpc.Start()
 	<-sc.c.life.Done()
-	sc.conns.closeAll() // unblocks a handshake in progress
+	sc.conns.CloseAll() // unblocks a handshake in progress
 	sc.rpc.Stop()
 }
 
@@ -290,7 +292,7 @@ func (sc *srvConn) dial(addr string) (io.ReadWriteCloser, error) {
 			continue
 		}
 		tc := &srvTrackedConn{Conn: conn, set: &sc.conns}
-		if !sc.conns.add(tc) {
+		if !sc.conns.Add(tc) {
 			return nil, ErrClosed
 		}
 		return tc, nil
@@ -300,11 +302,11 @@ func (sc *srvConn) dial(addr string) (io.ReadWriteCloser, error) {
 // srvTrackedConn leaves its set when gorpc closes it.
 type srvTrackedConn struct {
 	net.Conn
-	set *srvConnSet
+	set *lifecycle.Conns
 }
 
 func (t *srvTrackedConn) Close() error {
-	t.set.remove(t)
+	t.set.Remove(t)
 	return t.Conn.Close()
 }
 
@@ -318,7 +320,7 @@ func (c *Client) call(ctx context.Context, sc *srvConn, method string, req any, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !c.gate.enter() {
+	if !c.gate.Enter() {
 		return nil, ErrClosed
 	}
 	type result struct {
@@ -327,7 +329,7 @@ func (c *Client) call(ctx context.Context, sc *srvConn, method string, req any, 
 	}
 	ch := make(chan result, 1)
 	go func() {
-		defer c.gate.leave()
+		defer c.gate.Leave()
 		resp, err := sc.dc.CallTimeout(method, req, timeout)
 		ch <- result{resp, err}
 	}()
@@ -706,13 +708,13 @@ func (c *Client) Ping(ctx context.Context) error {
 // is idempotent.
 func (c *Client) Close() error {
 	c.closed.Do(func() {
-		c.gate.shut()
+		c.gate.Shut()
 		c.cancel()
 		for _, sc := range c.servers {
 			<-sc.done
 			sc.closeData()
 		}
-		c.gate.wait()
+		c.gate.Wait()
 	})
 	return nil
 }

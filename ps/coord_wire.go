@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/lifecycle"
+
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
 )
@@ -169,89 +171,6 @@ func (l *coordListener) ListenAddr() net.Addr {
 	return l.ln.Addr()
 }
 
-// coordConnSet tracks connections that gorpc cannot interrupt by itself
-// (a handshake in progress, a dial racing the client's Stop), so that
-// shutting down closes them and never waits for a handshake deadline.
-type coordConnSet struct {
-	mu     sync.Mutex
-	closed bool
-	conns  map[net.Conn]struct{}
-}
-
-// addBelow tracks c unless the set holds most connections already (full)
-// or is closed; either way it then closes c.
-func (s *coordConnSet) addBelow(c net.Conn, most int) (added, full bool) {
-	s.mu.Lock()
-	closed := s.closed
-	full = !closed && len(s.conns) >= most
-	if !closed && !full {
-		if s.conns == nil {
-			s.conns = make(map[net.Conn]struct{})
-		}
-		s.conns[c] = struct{}{}
-	}
-	s.mu.Unlock()
-	if closed || full {
-		c.Close()
-	}
-	return !closed && !full, full
-}
-
-func (s *coordConnSet) remove(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-}
-
-// closeAll closes every tracked connection and refuses later ones.
-func (s *coordConnSet) closeAll() {
-	s.mu.Lock()
-	s.closed = true
-	conns := make([]net.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	clear(s.conns)
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-func (s *coordConnSet) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// coordGate admits goroutines until it is shut and lets the owner wait
-// for those admitted; after shut, enter refuses (no Add racing Wait).
-type coordGate struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (g *coordGate) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.wg.Add(1)
-	return true
-}
-
-func (g *coordGate) leave() { g.wg.Done() }
-
-func (g *coordGate) shut() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-}
-
-func (g *coordGate) wait() { g.wg.Wait() }
-
 // coordServerConn is an authenticated connection at the coordinator. It
 // tells the coordinator once when it breaks (a read fails: the worker's
 // process died or its network went) or is closed, so that the worker is
@@ -285,7 +204,7 @@ func (c *Coordinator) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadW
 	if !ok {
 		return nil, fmt.Errorf("%w: transport %T has no deadline", auth.ErrAuth, rwc)
 	}
-	added, full := c.handshakes.addBelow(conn, coordMaxHandshakes)
+	added, full := c.handshakes.AddBelow(conn, coordMaxHandshakes)
 	if full {
 		c.log.Warn("ps: coordinator refused a connection: too many in the handshake at once", "remote", remote, "limit", coordMaxHandshakes)
 		return nil, fmt.Errorf("%w: %s: refused: %d connections in the handshake", auth.ErrAuth, remote, coordMaxHandshakes)
@@ -293,13 +212,13 @@ func (c *Coordinator) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadW
 	if !added {
 		return nil, ErrCoordinatorStopped
 	}
-	defer c.handshakes.remove(conn)
+	defer c.handshakes.Remove(conn)
 	stream, hello, err := c.guard.Server(conn, []byte(coordHelloChief), time.Now().Add(coordHandshakeTimeout))
 	if err == nil && string(hello) != coordHelloWorker {
 		err = fmt.Errorf("%w: peer speaks %q, not the coordinator protocol", auth.ErrAuth, hello)
 	}
 	if err != nil {
-		if !c.handshakes.isClosed() {
+		if !c.handshakes.IsClosed() {
 			c.log.Warn("ps: coordinator rejected a connection", "remote", remote, "err", err)
 		}
 		return nil, fmt.Errorf("%s: %w", remote, err)
@@ -416,7 +335,7 @@ func (h *coordHeardConn) Read(p []byte) (int, error) {
 // set when gorpc closes it, and marks the link down once when it breaks.
 type coordTrackedConn struct {
 	net.Conn
-	set  *coordConnSet
+	set  *lifecycle.Conns
 	link *coordLink
 	once sync.Once
 }
@@ -431,7 +350,7 @@ func (t *coordTrackedConn) Read(p []byte) (int, error) {
 
 func (t *coordTrackedConn) Close() error {
 	t.once.Do(func() { t.link.down(errors.New("connection to the chief closed")) })
-	t.set.remove(t)
+	t.set.Remove(t)
 	return t.Conn.Close()
 }
 

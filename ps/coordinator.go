@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/lifecycle"
+
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
 )
@@ -152,8 +154,8 @@ type Coordinator struct {
 	guard      *auth.Guard
 	log        *slog.Logger
 	rpc        *gorpc.Server
-	handlers   coordGate
-	handshakes coordConnSet
+	handlers   lifecycle.Gate
+	handshakes lifecycle.Conns
 	stopping   chan struct{} // closed by Stop once workers heard it (or its bound passed)
 	done       chan struct{} // closed when the owner goroutine is gone
 	stopOnce   sync.Once
@@ -289,10 +291,10 @@ func (c *Coordinator) own(errc chan<- error) {
 		}
 		break
 	}
-	c.handlers.shut()
-	c.handshakes.closeAll()
+	c.handlers.Shut()
+	c.handshakes.CloseAll()
 	c.rpc.Stop()
-	c.handlers.wait()
+	c.handlers.Wait()
 }
 
 // reap drops the workers silent for the heartbeat timeout.
@@ -521,7 +523,7 @@ func (c *Coordinator) failStepLocked(rv *RemoteValue, err error) {
 func (c *Coordinator) connOpened(sc *coordServerConn) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.handshakes.isClosed() {
+	if c.handshakes.IsClosed() {
 		return false
 	}
 	c.conns[sc.remote] = sc
@@ -738,10 +740,10 @@ type coordService struct{ c *Coordinator }
 // that came after the worker's call had timed out) and goes back first.
 func (v *coordService) Next(remote string, r *coordNextReq) (*coordAnswer, error) {
 	c := v.c
-	if !c.handlers.enter() {
+	if !c.handlers.Enter() {
 		return nil, ErrCoordinatorStopped
 	}
-	defer c.handlers.leave()
+	defer c.handlers.Leave()
 	timer := time.NewTimer(min(max(r.Wait, 0), coordMaxPoll, c.hb/4))
 	defer timer.Stop()
 	c.mu.Lock()
@@ -788,10 +790,10 @@ func (v *coordService) Next(remote string, r *coordNextReq) (*coordAnswer, error
 // Heartbeat tells the chief that a worker busy in a step is alive.
 func (v *coordService) Heartbeat(remote string, r *coordWorkerID) (*coordAnswer, error) {
 	c := v.c
-	if !c.handlers.enter() {
+	if !c.handlers.Enter() {
 		return nil, ErrCoordinatorStopped
 	}
-	defer c.handlers.leave()
+	defer c.handlers.Leave()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m := c.admitLocked(*r, remote); m != nil {
@@ -806,10 +808,10 @@ func (v *coordService) Heartbeat(remote string, r *coordWorkerID) (*coordAnswer,
 // a later one, or one from a replaced incarnation, is discarded.
 func (v *coordService) Done(remote string, r *coordDoneReq) (*coordAnswer, error) {
 	c := v.c
-	if !c.handlers.enter() {
+	if !c.handlers.Enter() {
 		return nil, ErrCoordinatorStopped
 	}
-	defer c.handlers.leave()
+	defer c.handlers.Leave()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.admitLocked(r.Worker, remote)

@@ -59,12 +59,12 @@ const (
 // serveData answers one data link until it breaks or the server stops.
 // It runs on the connection's own goroutine (gorpc's, inside OnConnect).
 func (s *Server) serveData(c net.Conn) {
-	if !s.dataConns.add(c) {
+	if !s.dataConns.Add(c) {
 		c.Close()
 		return
 	}
 	defer func() {
-		s.dataConns.remove(c)
+		s.dataConns.Remove(c)
 		c.Close()
 	}()
 	var (
@@ -107,7 +107,7 @@ func (s *Server) serveData(c net.Conn) {
 			err = fmt.Errorf("%w: Push carries %d bytes of %v gradients, server %d holds %d values", ErrBadRequest, n, wire, s.cfg.Index, t.bytes/8)
 		}
 		if err != nil {
-			s.handlers.leave()
+			s.handlers.Leave()
 			s.dataAnswer(c, dataError, 0, []byte(err.Error()))
 			return
 		}
@@ -131,11 +131,11 @@ func (s *Server) serveData(c net.Conn) {
 				}
 			}
 			if err != nil {
-				s.handlers.leave()
+				s.handlers.Leave()
 				return
 			}
 			s.push(t, g, worker)
-			s.handlers.leave()
+			s.handlers.Leave()
 			if s.dataAnswer(c, dataOK, 0, nil) != nil {
 				return
 			}
@@ -143,12 +143,12 @@ func (s *Server) serveData(c net.Conn) {
 		}
 		ok, err := s.clocks.await(worker, min(max(wait, 0), srvMaxWait), s.stopping, s.onWait)
 		if err != nil {
-			s.handlers.leave()
+			s.handlers.Leave()
 			s.dataAnswer(c, dataError, 0, []byte(fmt.Sprintf("%v: server %d is stopping", ErrStopped, s.cfg.Index)))
 			return
 		}
 		if !ok {
-			s.handlers.leave()
+			s.handlers.Leave()
 			if s.dataAnswer(c, dataNotReady, 0, nil) != nil {
 				return
 			}
@@ -156,7 +156,7 @@ func (s *Server) serveData(c net.Conn) {
 		}
 		raw = s.values(t, raw[:0], wire)
 		step := s.pushes.Load()
-		s.handlers.leave()
+		s.handlers.Leave()
 		if s.dataAnswer(c, dataOK, step, raw) != nil {
 			return
 		}

@@ -90,9 +90,7 @@ func TestDataLinkAndGorpcAgree(t *testing.T) {
 				if !noData {
 					linked := 0
 					for _, s := range servers {
-						s.dataConns.mu.Lock()
-						linked += len(s.dataConns.conns)
-						s.dataConns.mu.Unlock()
+						linked += s.dataConns.Len()
 					}
 					if linked < 3 {
 						t.Errorf("the servers serve %d data links, want the worker's 3 at least", linked)
@@ -113,7 +111,7 @@ func TestDataLinkBreaksToGorpc(t *testing.T) {
 	if err := c.Create(ctx, psModel(), psMinSize(t, 2), psSGD1); err != nil {
 		t.Fatal(err)
 	}
-	servers[0].dataConns.closeAll()
+	servers[0].dataConns.CloseAll()
 	// The first Pull may find the link dead (a ServerError) or notice the
 	// close only on its read; either way the one after it works.
 	c.Pull(ctx, map[string][]float64{})

@@ -219,8 +219,8 @@ func (j *Job) meet(ctx context.Context, t jobenv.Task) error {
 			err = fmt.Errorf("the job did not start within %v: %w", t.Env.StartTimeout, err)
 		}
 		err = fmt.Errorf("%s: %w", j.where(), err)
-		if j.srv != nil { // the ranks still waiting learn why
-			j.srv.Abort(err.Error())
+		if j.srv != nil { // the ranks still waiting learn why, before Close stops it
+			j.srv.AbortAndLinger(err.Error())
 		}
 		return err
 	}

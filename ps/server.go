@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gorovod/gorovod/internal/lifecycle"
+
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
 )
@@ -93,10 +95,10 @@ type Server struct {
 	log   *slog.Logger
 	rpc   *gorpc.Server
 
-	handlers   srvGate    // running handlers
-	handshakes srvConnSet // connections inside the auth handshake
-	live       srvConnSet // authenticated connections
-	dataConns  srvConnSet // data links being served
+	handlers   lifecycle.Gate  // running handlers
+	handshakes lifecycle.Conns // connections inside the auth handshake
+	live       lifecycle.Conns // authenticated connections
+	dataConns  lifecycle.Conns // data links being served
 	refusing   atomic.Bool
 	stopping   chan struct{} // closed by Stop: wakes blocked handlers
 	done       chan struct{} // closed when the owner goroutine is gone
@@ -208,11 +210,11 @@ func (s *Server) own(errc chan<- error) {
 	}
 	errc <- nil
 	<-s.stopping
-	s.handshakes.closeAll()
-	s.dataConns.closeAll() // data links run inside gorpc's connection goroutines, which Stop waits for
+	s.handshakes.CloseAll()
+	s.dataConns.CloseAll() // data links run inside gorpc's connection goroutines, which Stop waits for
 	s.rpc.Stop()
-	s.live.closeAll()
-	s.handlers.wait()
+	s.live.CloseAll()
+	s.handlers.Wait()
 }
 
 // Addr is the address the server listens on, with the real port; empty
@@ -232,7 +234,7 @@ func (s *Server) Done() <-chan struct{} { return s.shutdown }
 func (s *Server) Stop() {
 	s.stop.Do(func() {
 		s.mu.Lock()
-		s.handlers.shut()
+		s.handlers.Shut()
 		close(s.stopping)
 		spawned := s.spawned
 		s.mu.Unlock()
@@ -265,7 +267,7 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	defer s.Stop()
 	select {
 	case <-s.Done():
-		s.live.waitEmpty(ctx, srvShutdownLinger)
+		s.live.WaitEmpty(ctx, srvShutdownLinger)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -290,7 +292,7 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 	if !ok {
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
-	added, full := s.handshakes.addBelow(conn, srvMaxHandshakes)
+	added, full := s.handshakes.AddBelow(conn, srvMaxHandshakes)
 	if full {
 		if !s.refusing.Swap(true) {
 			s.log.Warn("ps: refused connections: too many in the handshake at once", "remote", remote, "limit", srvMaxHandshakes)
@@ -301,12 +303,12 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 		return nil, ErrStopped
 	}
 	s.refusing.Store(false)
-	defer s.handshakes.remove(conn)
+	defer s.handshakes.Remove(conn)
 	stream, hello, err := s.guard.Server(conn, []byte(srvHelloServer), time.Now().Add(srvHandshakeTimeout))
 	if err == nil && string(hello) == srvHelloData {
 		// A data link: served here, on the goroutine gorpc gave this
 		// connection, then handed back closed.
-		s.handshakes.remove(conn)
+		s.handshakes.Remove(conn)
 		s.serveData(stream)
 		return nil, errDataLinkDone
 	}
@@ -314,13 +316,13 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 		err = fmt.Errorf("%w: peer speaks %q, not the parameter-server protocol", auth.ErrAuth, hello)
 	}
 	if err != nil {
-		if !s.handshakes.isClosed() {
+		if !s.handshakes.IsClosed() {
 			s.log.Warn("ps: rejected connection", "remote", remote, "err", err)
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrAuth, remote, err)
 	}
 	lc := &srvLiveConn{srvFrameConn: newSrvFrameConn(stream, srvMaxMessage, true), set: &s.live}
-	if !s.live.add(lc) {
+	if !s.live.Add(lc) {
 		return nil, ErrStopped
 	}
 	return lc, nil
@@ -334,18 +336,18 @@ var errDataLinkDone = errors.New("ps: data link ended")
 // closes it.
 type srvLiveConn struct {
 	*srvFrameConn
-	set *srvConnSet
+	set *lifecycle.Conns
 }
 
 // Close untracks and closes the connection.
 func (c *srvLiveConn) Close() error {
-	c.set.remove(c)
+	c.set.Remove(c)
 	return c.srvFrameConn.Close()
 }
 
 // enter admits a handler, or fails once the server is stopping.
 func (s *Server) enter() error {
-	if !s.handlers.enter() {
+	if !s.handlers.Enter() {
 		return fmt.Errorf("%w: server %d is stopping", ErrStopped, s.cfg.Index)
 	}
 	return nil
@@ -398,7 +400,7 @@ func (v *srvService) Create(remote string, r *srvCreateReq) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
-	defer s.handlers.leave()
+	defer s.handlers.Leave()
 	if r.Index != s.cfg.Index {
 		return fmt.Errorf("%w: this is server %d, the client calls it server %d (address lists differ?)", ErrBadRequest, s.cfg.Index, r.Index)
 	}
@@ -445,7 +447,7 @@ func (v *srvService) Layout(r *srvLayoutReq) (*srvLayoutResp, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
-	defer s.handlers.leave()
+	defer s.handlers.Leave()
 	if ok, err := s.wait(s.created, r.Wait); err != nil || !ok {
 		return &srvLayoutResp{Index: s.cfg.Index}, err
 	}
@@ -465,7 +467,7 @@ func (v *srvService) Pull(r *srvPullReq) (*srvPullResp, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
-	defer s.handlers.leave()
+	defer s.handlers.Leave()
 	if err := srvCheckWorker(r.Worker); err != nil {
 		return nil, err
 	}
@@ -521,7 +523,7 @@ func (v *srvService) Push(r *srvPushReq) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
-	defer s.handlers.leave()
+	defer s.handlers.Leave()
 	if err := srvCheckWorker(r.Worker); err != nil {
 		return err
 	}
@@ -562,7 +564,7 @@ func (v *srvService) Load(r *srvLoadReq) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
-	defer s.handlers.leave()
+	defer s.handlers.Leave()
 	t, err := s.tbl()
 	if err != nil {
 		return err
@@ -594,7 +596,7 @@ func (v *srvService) Drop(r *srvWorkerReq) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
-	defer s.handlers.leave()
+	defer s.handlers.Leave()
 	if err := srvCheckWorker(r.Worker); err != nil {
 		return err
 	}
@@ -608,7 +610,7 @@ func (v *srvService) Shutdown() error {
 	if err := s.enter(); err != nil {
 		return err
 	}
-	defer s.handlers.leave()
+	defer s.handlers.Leave()
 	s.shutOnce.Do(func() {
 		s.log.Info("ps: shutdown requested")
 		close(s.shutdown)
@@ -621,7 +623,7 @@ func (v *srvService) Ping() error {
 	if err := v.s.enter(); err != nil {
 		return err
 	}
-	v.s.handlers.leave()
+	v.s.handlers.Leave()
 	return nil
 }
 
@@ -843,119 +845,6 @@ func (c *srvClocks) await(w int, d time.Duration, stop <-chan struct{}, onWait f
 			return false, ErrStopped
 		}
 		t.Stop()
-	}
-}
-
-// srvGate admits handlers and calls until it is shut, and lets the owner
-// wait for those admitted; after shut, enter refuses (no Add racing Wait).
-type srvGate struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (g *srvGate) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.wg.Add(1)
-	return true
-}
-
-func (g *srvGate) leave() { g.wg.Done() }
-
-func (g *srvGate) shut() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-}
-
-func (g *srvGate) wait() { g.wg.Wait() }
-
-// srvConnSet tracks connections so that shutting down can close them.
-type srvConnSet struct {
-	mu      sync.Mutex
-	closed  bool
-	conns   map[net.Conn]struct{}
-	emptied chan struct{} // closed when the set becomes empty; nil while empty
-}
-
-func (s *srvConnSet) add(c net.Conn) bool {
-	added, _ := s.addBelow(c, math.MaxInt)
-	return added
-}
-
-// addBelow tracks c unless the set is closed or holds most connections
-// already; then it closes c.
-func (s *srvConnSet) addBelow(c net.Conn, most int) (added, full bool) {
-	s.mu.Lock()
-	closed := s.closed
-	full = !closed && len(s.conns) >= most
-	if !closed && !full {
-		if s.conns == nil {
-			s.conns = make(map[net.Conn]struct{})
-		}
-		if len(s.conns) == 0 {
-			s.emptied = make(chan struct{})
-		}
-		s.conns[c] = struct{}{}
-	}
-	s.mu.Unlock()
-	if closed || full {
-		c.Close()
-	}
-	return !closed && !full, full
-}
-
-func (s *srvConnSet) remove(c net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.conns[c]; !ok {
-		return
-	}
-	delete(s.conns, c)
-	if len(s.conns) == 0 && s.emptied != nil {
-		close(s.emptied)
-		s.emptied = nil
-	}
-}
-
-// closeAll closes every tracked connection and refuses later adds.
-func (s *srvConnSet) closeAll() {
-	s.mu.Lock()
-	s.closed = true
-	conns := make([]net.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-func (s *srvConnSet) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// waitEmpty waits until no connection is tracked, for at most d.
-func (s *srvConnSet) waitEmpty(ctx context.Context, d time.Duration) {
-	s.mu.Lock()
-	ch := s.emptied
-	s.mu.Unlock()
-	if ch == nil {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 

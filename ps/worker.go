@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/lifecycle"
+
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
 )
@@ -151,8 +153,8 @@ type coordWorker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the owner goroutine is gone
 	link   *coordLink
-	conns  coordConnSet
-	calls  coordGate
+	conns  lifecycle.Conns
+	calls  lifecycle.Gate
 
 	chiefHB atomic.Int64 // the chief's heartbeat timeout (ns)
 	lastOK  atomic.Int64 // time of the latest answer (UnixNano); 0: none yet
@@ -197,17 +199,17 @@ func (w *coordWorker) own() {
 	defer close(w.done)
 	w.rpc.Start()
 	<-w.life.Done()
-	w.conns.closeAll() // unblocks a handshake in progress
+	w.conns.CloseAll() // unblocks a handshake in progress
 	w.rpc.Stop()
 }
 
 // close stops the client and waits for its goroutines; a call abandoned
 // by its caller ends within its timeout.
 func (w *coordWorker) close() {
-	w.calls.shut()
+	w.calls.Shut()
 	w.cancel()
 	<-w.done
-	w.calls.wait()
+	w.calls.Wait()
 }
 
 // dial is gorpc's Dial: it paces attempts with back-off (gorpc would
@@ -228,7 +230,7 @@ func (w *coordWorker) dial(addr string) (io.ReadWriteCloser, error) {
 			continue
 		}
 		tc := &coordTrackedConn{Conn: conn, set: &w.conns, link: w.link}
-		if added, _ := w.conns.addBelow(tc, coordNoLimit); !added {
+		if added, _ := w.conns.AddBelow(tc, coordNoLimit); !added {
 			return nil, errors.New("ps: worker: closed")
 		}
 		return tc, nil
@@ -402,7 +404,7 @@ func (w *coordWorker) awaitLink(ctx context.Context) error {
 // The gorpc call runs in its own goroutine so that ctx interrupts the
 // caller at once; that goroutine ends within timeout.
 func (w *coordWorker) call(ctx context.Context, method string, req any, timeout time.Duration) (*coordAnswer, error) {
-	if !w.calls.enter() {
+	if !w.calls.Enter() {
 		return nil, errors.New("ps: worker: closed")
 	}
 	type result struct {
@@ -411,7 +413,7 @@ func (w *coordWorker) call(ctx context.Context, method string, req any, timeout 
 	}
 	ch := make(chan result, 1)
 	go func() {
-		defer w.calls.leave()
+		defer w.calls.Leave()
 		resp, err := w.dc.CallTimeout(method, req, timeout)
 		ch <- result{resp, err}
 	}()

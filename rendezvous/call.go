@@ -29,7 +29,7 @@ func (c *Client) call(ctx context.Context, method string, req any, timeout time.
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	if !c.gate.enter() {
+	if !c.gate.Enter() {
 		return nil, ErrClosed
 	}
 	type result struct {
@@ -38,7 +38,7 @@ func (c *Client) call(ctx context.Context, method string, req any, timeout time.
 	}
 	ch := make(chan result, 1)
 	go func() { // "rendezvous-call"
-		defer c.gate.leave()
+		defer c.gate.Leave()
 		resp, err := c.dc.CallTimeout(method, req, timeout)
 		ch <- result{resp, err}
 	}()

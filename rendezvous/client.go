@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/lifecycle"
+
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
 )
@@ -30,8 +32,8 @@ type Client struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the owner goroutine is gone
 	link   *link
-	conns  connSet
-	gate   gate // call and Watch goroutines
+	conns  lifecycle.Conns
+	gate   lifecycle.Gate // call and Watch goroutines
 	closed sync.Once
 
 	mu  sync.Mutex
@@ -158,7 +160,7 @@ func (c *Client) own() {
 	defer close(c.done)
 	c.rpc.Start()
 	<-c.life.Done()
-	c.conns.closeAll() // unblocks a handshake in progress
+	c.conns.CloseAll() // unblocks a handshake in progress
 	c.rpc.Stop()
 }
 
@@ -189,10 +191,10 @@ func (c *Client) awaitLink(ctx context.Context) error {
 // call timeout for a request queued while disconnected. It is idempotent.
 func (c *Client) Close() error {
 	c.closed.Do(func() {
-		c.gate.shut()
+		c.gate.Shut()
 		c.cancel()
 		<-c.done
-		c.gate.wait()
+		c.gate.Wait()
 	})
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/lifecycle"
+
 	"github.com/gorovod/gorovod/internal/auth"
 )
 
@@ -23,7 +25,7 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 	if !ok {
 		return nil, fmt.Errorf("%w: transport %T has no deadline", ErrAuth, rwc)
 	}
-	added, full := s.handshakes.addBelow(conn, s.maxHandshakes)
+	added, full := s.handshakes.AddBelow(conn, s.maxHandshakes)
 	if full {
 		if !s.refusing.Swap(true) {
 			s.log.Warn("rendezvous: refused connections: too many in the handshake at once", "remote", remote, "limit", s.maxHandshakes)
@@ -34,14 +36,14 @@ func (s *Server) onConnect(remote string, rwc io.ReadWriteCloser) (io.ReadWriteC
 		return nil, ErrStopped
 	}
 	s.refusing.Store(false)
-	defer s.handshakes.remove(conn)
+	defer s.handshakes.Remove(conn)
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	stream, hello, err := s.guard.Server(conn, []byte(helloServer), deadline)
 	if err == nil && string(hello) != helloClient {
 		err = fmt.Errorf("%w: peer speaks %q, not the rendezvous protocol", auth.ErrAuth, hello)
 	}
 	if err != nil {
-		if !s.handshakes.isClosed() {
+		if !s.handshakes.IsClosed() {
 			s.log.Warn("rendezvous: rejected connection", "remote", remote, "err", err)
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrAuth, remote, err)
@@ -116,21 +118,21 @@ func (c *Client) dial(addr string) (io.ReadWriteCloser, error) {
 			continue
 		}
 		tc := &trackedConn{Conn: conn, set: &c.conns}
-		if !c.conns.add(tc) {
+		if !c.conns.Add(tc) {
 			return nil, ErrClosed
 		}
 		return tc, nil
 	}
 }
 
-// trackedConn leaves its connSet when gorpc closes it.
+// trackedConn leaves its lifecycle.Conns when gorpc closes it.
 type trackedConn struct {
 	net.Conn
-	set *connSet
+	set *lifecycle.Conns
 }
 
 // Close untracks and closes the connection.
 func (t *trackedConn) Close() error {
-	t.set.remove(t)
+	t.set.Remove(t)
 	return t.Conn.Close()
 }

@@ -213,9 +213,9 @@ func TestHandshakesBounded(t *testing.T) {
 	if err := <-dialed; err != nil {
 		t.Fatalf("Dial while the server refused connections: %v", err)
 	}
-	for wait := time.Now().Add(10 * time.Second); s.handshakes.len() > 0; time.Sleep(time.Millisecond) {
+	for wait := time.Now().Add(10 * time.Second); s.handshakes.Len() > 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(wait) {
-			t.Fatalf("%d handshakes still tracked 10s after their peers closed", s.handshakes.len())
+			t.Fatalf("%d handshakes still tracked 10s after their peers closed", s.handshakes.Len())
 		}
 	}
 	c, err := Dial(ctxFor(t, 10*time.Second), s.Addr(), secret)

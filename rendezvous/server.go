@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/gorovod/gorovod/internal/lifecycle"
 
 	"github.com/gorovod/gorovod/internal/auth"
 	"github.com/valyala/gorpc"
@@ -22,8 +25,8 @@ type Server struct {
 	board *board
 	rpc   *gorpc.Server
 
-	handlers   gate    // running service calls
-	handshakes connSet // connections inside the auth handshake
+	handlers   lifecycle.Gate  // running service calls
+	handshakes lifecycle.Conns // connections inside the auth handshake
 	// maxHandshakes bounds handshakes (see onConnect), refusing records
 	// that one was refused since the last admitted.
 	maxHandshakes int
@@ -126,9 +129,9 @@ func (s *Server) own(errc chan<- error) {
 	s.addr = s.rpc.Listener.ListenAddr().String()
 	errc <- nil
 	<-s.stopping
-	s.handshakes.closeAll()
+	s.handshakes.CloseAll()
 	s.rpc.Stop()
-	s.handlers.wait()
+	s.handlers.Wait()
 }
 
 // Addr is the address the server listens on, with the real port; empty
@@ -145,7 +148,7 @@ func (s *Server) Addr() string {
 func (s *Server) Stop() {
 	s.stop.Do(func() {
 		s.mu.Lock()
-		s.handlers.shut()
+		s.handlers.Shut()
 		close(s.stopping)
 		spawned := s.spawned
 		s.mu.Unlock()
@@ -179,6 +182,20 @@ func (s *Server) Abort(reason string) {
 	if s.board.abort(reason) {
 		s.log.Warn("rendezvous: job aborted", "reason", reason)
 	}
+}
+
+// AbortLinger is how long AbortAndLinger keeps an aborted server up, so
+// that ranks still waiting in it (their calls are held for at most about a
+// second) learn why the job did not start.
+const AbortLinger = 1500 * time.Millisecond
+
+// AbortAndLinger is Abort, then a wait of AbortLinger: for the rank that
+// serves the rendezvous and is about to stop it because the job could not
+// start, so that the others fail with its reason rather than with a
+// server that went away.
+func (s *Server) AbortAndLinger(reason string) {
+	s.Abort(reason)
+	time.Sleep(AbortLinger)
 }
 
 // String names the server by its address; it never shows the secret.

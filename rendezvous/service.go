@@ -16,7 +16,7 @@ func (v *service) Register(remote string, r *registerReq) error {
 	if err := v.s.enter(); err != nil {
 		return err
 	}
-	defer v.s.handlers.leave()
+	defer v.s.handlers.Leave()
 	fresh, complete, round, err := v.s.board.register(r.Rank, r.Host, r.Addr)
 	switch {
 	case errors.Is(err, ErrStopped):
@@ -41,7 +41,7 @@ func (v *service) Leave(remote string, r *registerReq) error {
 	if err := v.s.enter(); err != nil {
 		return err
 	}
-	defer v.s.handlers.leave()
+	defer v.s.handlers.Leave()
 	left, err := v.s.board.leave(r.Rank, r.Addr)
 	if left {
 		v.s.log.Debug("rendezvous: rank left", "rank", r.Rank, "addr", r.Addr, "remote", remote)
@@ -57,7 +57,7 @@ func (v *service) PeerTable(r *waitReq) (*tableResp, error) {
 	if err := v.s.enter(); err != nil {
 		return nil, err
 	}
-	defer v.s.handlers.leave()
+	defer v.s.handlers.Leave()
 	var peers []Peer
 	ready, err := v.s.await(r.Wait, func() bool {
 		var ok bool
@@ -75,7 +75,7 @@ func (v *service) Missing() (*missingResp, error) {
 	if err := v.s.enter(); err != nil {
 		return nil, err
 	}
-	defer v.s.handlers.leave()
+	defer v.s.handlers.Leave()
 	return &missingResp{Missing: v.s.board.missing()}, nil
 }
 
@@ -84,7 +84,7 @@ func (v *service) Set(r *setReq) error {
 	if err := v.s.enter(); err != nil {
 		return err
 	}
-	defer v.s.handlers.leave()
+	defer v.s.handlers.Leave()
 	if err := checkKey(r.Key); err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (v *service) Get(r *waitReq) (*getResp, error) {
 	if err := v.s.enter(); err != nil {
 		return nil, err
 	}
-	defer v.s.handlers.leave()
+	defer v.s.handlers.Leave()
 	if err := checkKey(r.Key); err != nil {
 		return nil, err
 	}
@@ -121,15 +121,15 @@ func (v *service) Ping() error {
 	if err := v.s.enter(); err != nil {
 		return err
 	}
-	defer v.s.handlers.leave()
+	defer v.s.handlers.Leave()
 	_, _, err := v.s.board.check(func() bool { return true })
 	return err
 }
 
 // enter admits a service call unless the server is stopping; the caller
-// must defer s.handlers.leave() on success.
+// must defer s.handlers.Leave() on success.
 func (s *Server) enter() error {
-	if !s.handlers.enter() {
+	if !s.handlers.Enter() {
 		return fmt.Errorf("%w: shutting down", ErrStopped)
 	}
 	s.calls.Add(1)

@@ -32,7 +32,7 @@ func (c *Client) Watch(ctx context.Context, interval, grace time.Duration, onLos
 	if grace <= 0 {
 		grace = DefaultWatchGrace
 	}
-	if !c.gate.enter() {
+	if !c.gate.Enter() {
 		return ErrClosed
 	}
 	go func() { // "rendezvous-watch"
@@ -47,7 +47,7 @@ func (c *Client) Watch(ctx context.Context, interval, grace time.Duration, onLos
 // until ctx ends or the client closes (returning nil). It leaves the gate
 // before returning, so onLost runs outside it.
 func (c *Client) watch(ctx context.Context, interval, grace time.Duration) error {
-	defer c.gate.leave()
+	defer c.gate.Leave()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	lastOK := time.Now()
