@@ -91,11 +91,15 @@ func (r *run) opError(i, peer int, err error) error {
 	return &OpError{Op: r.op, Seq: r.seq, Step: i, Rank: r.t.Rank(), Peer: peer, Host: r.t.Host(peer), Err: err}
 }
 
-func (r *run) send(ctx context.Context, i int) error {
+// send sends step i's segment; wait lets it wait for the receiver (see
+// Rendezvous), which only the pipelined executor's sender may.
+func (r *run) send(ctx context.Context, i int, wait bool) error {
 	st := r.p.steps[i]
 	c, tag := r.t.Conn(st.SendTo), Tag{Seq: r.seq, Step: r.p.sendTag[i]}
 	var err error
-	if !r.inParts(st.Send) {
+	if rv, ok := c.(Rendezvous); ok && wait && !r.inParts(st.Send) {
+		err = rv.SendWait(ctx, tag, r.bytes(st.Send))
+	} else if !r.inParts(st.Send) {
 		err = c.Send(ctx, tag, r.bytes(st.Send))
 	} else {
 		err = r.sendParts(ctx, c, tag, st.Send)
@@ -167,7 +171,7 @@ func (r *run) recvCopy(ctx context.Context, i int) error {
 func (r *run) runInline(ctx context.Context, scratch []byte) error {
 	for i, st := range r.p.steps {
 		if st.SendTo >= 0 {
-			if err := r.send(ctx, i); err != nil {
+			if err := r.send(ctx, i, false); err != nil {
 				return err
 			}
 		}
@@ -241,7 +245,7 @@ func (r *run) sender(ctx context.Context) error {
 		if !r.recvd.wait(r.p.sendAfter[i]) {
 			return nil // aborted: the cause is reported by whoever failed
 		}
-		if err := r.send(ctx, i); err != nil {
+		if err := r.send(ctx, i, true); err != nil {
 			return err
 		}
 		r.sent.complete(i)

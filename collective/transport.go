@@ -33,6 +33,18 @@ type Buffered interface {
 	Buffered(messages int) int
 }
 
+// Rendezvous is implemented by Conns that can move a large message with
+// fewer copies when its sender may wait for the receiver: SendWait is
+// Send, except that it may not return before the peer's matching Recv has
+// taken p (a shared-memory link lets the receiver copy p straight from
+// the sender's memory). It makes no promise of Buffered's kind. The
+// pipelined executor, whose sending and receiving run in goroutines of
+// their own, sends with it; a plan run inline, which sends before it
+// receives, never does.
+type Rendezvous interface {
+	SendWait(ctx context.Context, tag Tag, p []byte) error
+}
+
 // Transport is a full mesh of Conns between the ranks of one job.
 //
 // Failures are sticky: after a Conn fails (peer gone, bad frame, deadline),

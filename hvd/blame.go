@@ -204,6 +204,22 @@ func (c *blameConn) Buffered(messages int) int {
 	return 0
 }
 
+// SendWait sends on the link, perhaps waiting for the peer's Recv when the
+// wrapped link can (see collective.Rendezvous), reporting a peer that went
+// away.
+func (c *blameConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) error {
+	var err error
+	if rv, ok := c.Conn.(collective.Rendezvous); ok {
+		err = rv.SendWait(ctx, tag, p)
+	} else {
+		err = c.Conn.Send(ctx, tag, p)
+	}
+	if err != nil {
+		c.t.peerFailed(c.peer, err)
+	}
+	return err
+}
+
 // Recv receives on the link, reporting a peer that went away.
 func (c *blameConn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	err := c.Conn.Recv(ctx, tag, p)

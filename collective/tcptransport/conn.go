@@ -46,6 +46,7 @@ func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings)
 		return c
 	}
 	sl := shm.NewLink(c, c.in, rings, tun.spin, tun.quick)
+	sl.SetRemote(tun.remoteMin, tun.refuseRemote, tun.log)
 	c.link = sl
 	go sl.Watch()
 	return c
@@ -70,6 +71,22 @@ func (c *conn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	c.recvWatch.begin(ctx)
 	defer c.recvWatch.end()
 	return c.link.Recv(tag, p)
+}
+
+// SendWait is Send that may wait for the peer's Recv (see
+// collective.Rendezvous): on a shared-memory link a large payload stays in
+// p for the peer to copy once (see shm.Link.SendWait); on TCP it is Send.
+func (c *conn) SendWait(ctx context.Context, tag collective.Tag, p []byte) error {
+	l, ok := c.link.(*shm.Link)
+	if !ok {
+		return c.Send(ctx, tag, p)
+	}
+	if err := c.ready(ctx, opSend); err != nil {
+		return err
+	}
+	c.sendWatch.begin(ctx)
+	defer c.sendWatch.end()
+	return l.SendWait(tag, p)
 }
 
 // SendVec writes one frame whose payload is parts end to end (see

@@ -121,7 +121,7 @@
 //	offset size field
 //	0      2    magic "GV"
 //	2      1    version (1)
-//	3      1    reserved, zero
+//	3      1    flags: zero (1 marks a shared-memory link's remote frame)
 //	4      4    Step   (little-endian)
 //	8      8    Seq    (little-endian)
 //	16     8    Len    (little-endian): payload bytes that follow

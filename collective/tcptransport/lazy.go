@@ -44,6 +44,16 @@ func (l *lazyConn) Send(ctx context.Context, tag collective.Tag, p []byte) error
 	return c.Send(ctx, tag, p)
 }
 
+// SendWait forms the link if need be, then sends on it, perhaps waiting
+// for the peer's Recv (see collective.Rendezvous).
+func (l *lazyConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) error {
+	c, err := l.get(ctx, opSend)
+	if err != nil {
+		return err
+	}
+	return c.SendWait(ctx, tag, p)
+}
+
 // Recv forms the link if need be, then receives on it.
 func (l *lazyConn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	c, err := l.get(ctx, opRecv)

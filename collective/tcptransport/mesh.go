@@ -51,6 +51,7 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 		return nil, err
 	}
 	tun = tun.normalize(cfg.Rank, cfg.Addrs)
+	tun.log = cfg.Logger
 	guard, err := auth.NewGuard(cfg.Secret, cfg.TLS)
 	if err != nil {
 		if ln != nil {

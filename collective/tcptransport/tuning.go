@@ -1,6 +1,13 @@
 package tcptransport
 
-import "time"
+import (
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
+)
 
 // tuning holds the settings that only this package's tests and benchmarks
 // change: to compare the shipped choices with the alternatives they were
@@ -29,6 +36,18 @@ type tuning struct {
 	// (see shmring.Open): empty means "/proc". Tests point it at a
 	// directory that does not exist to make every offer fail.
 	procDir string
+	// remoteMin is the least payload a shared-memory link leaves in the
+	// sender's memory for the receiver to copy once (see
+	// shm.Link.SendWait): zero means the shipped choice (none, unless
+	// the environment's GOROVOD_SHM_REMOTE_MIN names a size; see
+	// shm.RemoteMinEnv), negative never.
+	remoteMin int
+	// refuseRemote makes every rank refuse to read its peers' memory, as
+	// ranks without the permission do, so that large messages fall back
+	// to the rings.
+	refuseRemote bool
+	// log is the Config's Logger (set by connect).
+	log *slog.Logger
 	// eager, when not nil, gives each rank of a localMesh its Config.Eager.
 	eager func(rank, size int) []int
 }
@@ -52,6 +71,13 @@ func (t tuning) normalize(rank int, addrs []string) tuning {
 	case t.spin < 0:
 		t.spin = 0
 	}
+	if t.remoteMin == 0 {
+		t.remoteMin = -1
+		if v, err := strconv.Atoi(os.Getenv(shm.RemoteMinEnv)); err == nil && v > 0 {
+			t.remoteMin = v
+		}
+	}
+	t.remoteMin = max(t.remoteMin, 0)
 	if t.procDir == "" {
 		t.procDir = "/proc"
 	}

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,11 +69,21 @@ type Link struct {
 	downed chan struct{} // closed when the conn fails (see Down)
 	done   chan struct{} // closed when the watcher has unmapped the rings
 
-	_      [cacheLine]byte
-	whdr   [frame.HeaderSize]byte // touched only by the send in progress
-	wparts [][]byte               // the send in progress: its header and payload
-	_      [cacheLine]byte
-	rhdr   [frame.HeaderSize]byte // touched only by the recv in progress
+	remoteIn  atomic.Int64 // payloads this side copied from the sender's memory
+	log       *slog.Logger // receives the one Debug line of a refused remote read
+	refuse    bool         // refuse every remote frame (tests of the fallback)
+	refusedAt sync.Once    // logs the first refusal
+
+	_         [cacheLine]byte
+	whdr      [frame.HeaderSize]byte // touched only by the send in progress
+	wdesc     [descSize]byte         // the remote frame in progress: its address and id
+	wparts    [][]byte               // the send in progress: its header and payload
+	remoteMin int                    // SendWait's least remote frame; 0: none (any more)
+	remoteID  uint64                 // the last remote frame's id
+	_         [cacheLine]byte
+	rhdr      [frame.HeaderSize]byte // touched only by the recv in progress
+	rdesc     [descSize]byte
+	rparts    [][]byte
 }
 
 // yieldFor is how long a shared-memory recv polls with sched_yield(2)
@@ -143,11 +154,28 @@ func (l *Link) RecvVec(tag collective.Tag, parts [][]byte) error {
 	if !l.mapped {
 		return l.c.Err()
 	}
+	return l.recv(tag, parts)
+}
+
+// recv reads one frame into parts: the header, then the payload from the
+// ring, or for a remote frame its address, then the payload from the
+// sender's memory.
+func (l *Link) recv(tag collective.Tag, parts [][]byte) error {
 	if err := l.read(l.rhdr[:]); err != nil {
 		return err
 	}
-	if err := l.check(tag, frame.PartsLen(parts)); err != nil {
-		return err
+	remote, err := frame.CheckAny(l.rhdr[:], tag, frame.PartsLen(parts))
+	if err != nil {
+		return l.c.Corrupt(err.Error())
+	}
+	if remote {
+		if err := l.read(l.rdesc[:]); err != nil {
+			return err
+		}
+		if err := l.readRemote(parts); err != shmring.ErrRefused {
+			return err
+		}
+		// Refused: the sender sends the payload through the ring.
 	}
 	for _, p := range parts {
 		if err := l.read(p); err != nil {
@@ -165,22 +193,10 @@ func (l *Link) Recv(tag collective.Tag, p []byte) error {
 	if !l.mapped { // unmapped only after the conn failed
 		return l.c.Err()
 	}
-	if err := l.read(l.rhdr[:]); err != nil {
-		return err
-	}
-	if err := l.check(tag, len(p)); err != nil {
-		return err
-	}
-	return l.read(p)
-}
-
-// check checks the header just read against tag and n (see frame.Check);
-// a mismatch fails the conn.
-func (l *Link) check(tag collective.Tag, n int) error {
-	if err := frame.Check(l.rhdr[:], tag, n); err != nil {
-		return l.c.Corrupt(err.Error())
-	}
-	return nil
+	l.rparts = append(l.rparts[:0], p)
+	err := l.recv(tag, l.rparts)
+	clear(l.rparts) // hold on to no caller's buffer
+	return err
 }
 
 // read fills p from the inbound ring. When the peer has gone and left too
@@ -226,3 +242,13 @@ func (l *Link) Down() { close(l.downed) }
 
 // Wait returns once the watcher has unmapped the rings and ended.
 func (l *Link) Wait() { <-l.done }
+
+// SetRemote sets how the link moves large messages (see SendWait): min is
+// the least payload that SendWait leaves in the sender's memory for the
+// receiver to copy, 0 for none; refuse makes this side refuse to copy
+// such frames, as a side without permission does (tests of the fallback);
+// log receives the one Debug line that says a remote read was refused.
+// It is called before the link carries any frame.
+func (l *Link) SetRemote(min int, refuse bool, log *slog.Logger) {
+	l.remoteMin, l.refuse, l.log = min, refuse, log
+}

@@ -33,4 +33,5 @@ func (l *Link) Watch() {
 func (l *Link) wake() {
 	l.in.WakeReader()
 	l.out.WakeWriter()
+	l.out.WakeRemote()
 }

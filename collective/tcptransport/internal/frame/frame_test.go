@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gorovod/gorovod/collective"
 )
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -47,7 +49,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		{"long", func(b []byte) []byte { return append(b, 0) }, "25 bytes"},
 		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }, "magic"},
 		{"version", func(b []byte) []byte { b[2] = 2; return b }, "version 2"},
-		{"reserved", func(b []byte) []byte { b[3] = 1; return b }, "reserved"},
+		{"flags", func(b []byte) []byte { b[3] = 2; return b }, "flags"},
 		{"length", func(b []byte) []byte { b[23] = 0x80; return b }, "exceeds"},
 	}
 	for _, c := range cases {
@@ -55,6 +57,29 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want one mentioning %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestRemoteFlag checks that a Remote frame survives Put and Decode, that
+// CheckAny reports it and Check, the check of links that carry none,
+// rejects it.
+func TestRemoteFlag(t *testing.T) {
+	var b [HeaderSize]byte
+	Put(&b, Header{Seq: 7, Step: 3, Len: 4096, Remote: true})
+	h, err := Decode(b[:])
+	if err != nil || !h.Remote || h.Len != 4096 {
+		t.Fatalf("Decode = %+v, %v; want a Remote frame of 4096 bytes", h, err)
+	}
+	tag := collective.Tag{Seq: 7, Step: 3}
+	if remote, err := CheckAny(b[:], tag, 4096); err != nil || !remote {
+		t.Errorf("CheckAny = %v, %v; want true, nil", remote, err)
+	}
+	if err := Check(b[:], tag, 4096); err == nil || !strings.Contains(err.Error(), "remote frame") {
+		t.Errorf("Check = %v, want an error about the remote frame", err)
+	}
+	Put(&b, Header{Seq: 7, Step: 3, Len: 4096})
+	if remote, err := CheckAny(b[:], tag, 4096); err != nil || remote {
+		t.Errorf("CheckAny of a plain frame = %v, %v; want false, nil", remote, err)
 	}
 }
 

@@ -76,7 +76,7 @@ func OfferPath(f *os.File) string {
 // host, in the same pid namespace, for the same user: anywhere else Open
 // fails.
 func Open(proc, offer string, token []byte) (*Ring, error) {
-	path, err := offerFile(proc, offer)
+	path, pid, err := offerFile(proc, offer)
 	if err != nil {
 		return nil, err
 	}
@@ -100,18 +100,19 @@ func Open(proc, offer string, token []byte) (*Ring, error) {
 		r.Unmap()
 		return nil, fmt.Errorf("shmring: ring %s: token mismatch", path)
 	}
+	r.openWriter(pid)
 	return r, nil
 }
 
 // offerFile checks that offer has the form OfferPath makes and returns the
-// path to open it by, under proc.
-func offerFile(proc, offer string) (string, error) {
+// path to open it by, under proc, and the pid of the process it names.
+func offerFile(proc, offer string) (string, int, error) {
 	var pid, fd int
 	_, err := fmt.Sscanf(offer, offerFormat, &pid, &fd)
 	if err != nil || pid <= 0 || fd < 0 || fmt.Sprintf(offerFormat, pid, fd) != offer {
-		return "", fmt.Errorf("shmring: malformed offer %q", offer)
+		return "", 0, fmt.Errorf("shmring: malformed offer %q", offer)
 	}
-	return filepath.Join(proc, strconv.Itoa(pid), "fd", strconv.Itoa(fd)), nil
+	return filepath.Join(proc, strconv.Itoa(pid), "fd", strconv.Itoa(fd)), pid, nil
 }
 
 // checkFile checks that f is a regular file of a ring's size whose size
@@ -142,9 +143,12 @@ func mapFile(f *os.File, size int) (*Ring, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	return &Ring{mem: mem, data: mem[headerBytes:]}, nil
+	return &Ring{mem: mem, data: mem[headerBytes:], pidfd: -1}, nil
 }
 
 // Unmap removes this process's mapping of the ring. The ring must not be
 // used afterwards.
-func (r *Ring) Unmap() { _ = syscall.Munmap(r.mem) }
+func (r *Ring) Unmap() {
+	_ = syscall.Munmap(r.mem)
+	r.closeWriter()
+}

@@ -5,3 +5,9 @@ const (
 	haveMemfd      = true
 	sysMemfdCreate = 319
 )
+
+// process_vm_readv(2) on amd64.
+const (
+	haveRemote        = true
+	sysProcessVMReadv = 310
+)

@@ -7,3 +7,9 @@ const (
 	haveMemfd      = false
 	sysMemfdCreate = 0
 )
+
+// Nor can a ring's reader copy from its writer's memory.
+const (
+	haveRemote        = false
+	sysProcessVMReadv = 0
+)

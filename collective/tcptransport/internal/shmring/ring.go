@@ -48,6 +48,10 @@ type Ring struct {
 	mem  []byte // the whole mapped file
 	data []byte // mem[headerBytes:], the byte ring; its length is the capacity
 	pos  uint64 // head for the writer, tail for the reader; only this side's
+
+	// For the reader (see ReadRemote): the writer's pid and a pidfd of
+	// it, -1 for none.
+	pid, pidfd int
 }
 
 // Capacity returns how many bytes the ring holds that the writer has
