@@ -136,6 +136,25 @@ func (r *run) recv(ctx context.Context, i int, into []byte) error {
 	return nil
 }
 
+// recvReduce receives step i's segment and folds it into the buffer as it
+// arrives, where the link can (see ReduceReceiver); false where it cannot,
+// having read nothing.
+func (r *run) recvReduce(ctx context.Context, i int) (bool, error) {
+	st := r.p.steps[i]
+	if r.inParts(st.Recv) {
+		return false, nil
+	}
+	rr, ok := r.t.Conn(st.RecvFrom).(ReduceReceiver)
+	if !ok {
+		return false, nil
+	}
+	done, err := rr.RecvReduce(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, r.bytes(st.Recv), r.esz, r.reduce)
+	if err != nil {
+		return true, r.opError(i, st.RecvFrom, err)
+	}
+	return done, nil
+}
+
 // recvCopy receives step i's segment straight into the buffer (a Copy
 // step).
 func (r *run) recvCopy(ctx context.Context, i int) error {
@@ -180,6 +199,12 @@ func (r *run) runInline(ctx context.Context, scratch []byte) error {
 		}
 		if st.Combine == Copy {
 			if err := r.recvCopy(ctx, i); err != nil {
+				return err
+			}
+			continue
+		}
+		if done, err := r.recvReduce(ctx, i); done || err != nil {
+			if err != nil {
 				return err
 			}
 			continue
@@ -264,14 +289,25 @@ func (r *run) receiver(ctx context.Context, scratch [][]byte, free chan int, wor
 		}
 		slot := -1
 		var err error
+		done := false
 		if st.Combine == Reduce {
+			// Straight into the buffer once every earlier receive into
+			// the segment has been folded in, where the link can.
+			if !r.recvd.wait(r.p.reduceAfter[i]) {
+				return nil
+			}
+			done, err = r.recvReduce(ctx, i)
+		}
+		switch {
+		case done || err != nil:
+		case st.Combine == Reduce:
 			select {
 			case slot = <-free:
 			case <-r.stop:
 				return nil
 			}
 			err = r.recv(ctx, i, scratch[slot][:st.Recv.Len*r.esz])
-		} else {
+		default:
 			err = r.recvCopy(ctx, i)
 		}
 		if err != nil {

@@ -14,6 +14,10 @@ type plan struct {
 	// recvAfter[i] is the latest send step (<= i) whose segment overlaps
 	// step i's receive (write after read), or -1.
 	recvAfter []int
+	// reduceAfter[i] is the latest receive step (< i) whose segment
+	// overlaps step i's receive, or -1: a receive that reduces straight
+	// into the buffer waits for its reduction (see ReduceReceiver).
+	reduceAfter []int
 	// sendTag[i], recvTag[i]: the index of this message on its link.
 	sendTag, recvTag []uint32
 	// scratch is the largest Reduce segment, in elements.
@@ -37,11 +41,12 @@ type linkLoad struct {
 // dependencies and tags.
 func newPlan(steps []Step, rank, size int) (*plan, error) {
 	p := &plan{
-		steps:     steps,
-		sendAfter: make([]int, len(steps)),
-		recvAfter: make([]int, len(steps)),
-		sendTag:   make([]uint32, len(steps)),
-		recvTag:   make([]uint32, len(steps)),
+		steps:       steps,
+		sendAfter:   make([]int, len(steps)),
+		recvAfter:   make([]int, len(steps)),
+		reduceAfter: make([]int, len(steps)),
+		sendTag:     make([]uint32, len(steps)),
+		recvTag:     make([]uint32, len(steps)),
 	}
 	sent, recvd := map[int]uint32{}, map[int]uint32{}
 	load := map[int]int{} // peer -> index in p.links
@@ -49,7 +54,7 @@ func newPlan(steps []Step, rank, size int) (*plan, error) {
 		if err := checkStep(st, rank, size); err != nil {
 			return nil, fmt.Errorf("step %d: %w", i, err)
 		}
-		p.sendAfter[i], p.recvAfter[i] = -1, -1
+		p.sendAfter[i], p.recvAfter[i], p.reduceAfter[i] = -1, -1, -1
 		if st.SendTo >= 0 {
 			p.sendAfter[i] = p.lastRecvOverlapping(i, st.Send)
 			p.sendTag[i] = sent[st.SendTo]
@@ -66,6 +71,7 @@ func newPlan(steps []Step, rank, size int) (*plan, error) {
 		}
 		if st.RecvFrom >= 0 {
 			p.recvAfter[i] = p.lastSendOverlapping(i, st.Recv)
+			p.reduceAfter[i] = p.lastRecvOverlapping(i, st.Recv)
 			p.recvTag[i] = recvd[st.RecvFrom]
 			recvd[st.RecvFrom]++
 			p.maxMsg = max(p.maxMsg, st.Recv.Len)

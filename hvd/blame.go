@@ -220,6 +220,20 @@ func (c *blameConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) 
 	return err
 }
 
+// RecvReduce receives and reduces on the link where the wrapped link can
+// (see collective.ReduceReceiver), reporting a peer that went away.
+func (c *blameConn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+	rr, ok := c.Conn.(collective.ReduceReceiver)
+	if !ok {
+		return false, nil
+	}
+	done, err := rr.RecvReduce(ctx, tag, dst, esz, reduce)
+	if err != nil {
+		c.t.peerFailed(c.peer, err)
+	}
+	return done, err
+}
+
 // Recv receives on the link, reporting a peer that went away.
 func (c *blameConn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	err := c.Conn.Recv(ctx, tag, p)

@@ -89,6 +89,23 @@ func (c *conn) SendWait(ctx context.Context, tag collective.Tag, p []byte) error
 	return l.SendWait(tag, p)
 }
 
+// RecvReduce reads one frame and folds it into dst as it arrives (see
+// collective.ReduceReceiver): on a shared-memory link straight from the
+// ring (see shm.Link.RecvReduce); on TCP it reads nothing and returns
+// false.
+func (c *conn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+	l, ok := c.link.(*shm.Link)
+	if !ok || esz < 1 || esz > shm.MaxElem {
+		return false, nil
+	}
+	if err := c.ready(ctx, opRecv); err != nil {
+		return true, err
+	}
+	c.recvWatch.begin(ctx)
+	defer c.recvWatch.end()
+	return true, l.RecvReduce(tag, dst, esz, reduce)
+}
+
 // SendVec writes one frame whose payload is parts end to end (see
 // collective.Vectored), without joining them.
 func (c *conn) SendVec(ctx context.Context, tag collective.Tag, parts [][]byte) error {

@@ -54,6 +54,16 @@ func (l *lazyConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) e
 	return c.SendWait(ctx, tag, p)
 }
 
+// RecvReduce forms the link if need be, then receives and reduces on it
+// (see collective.ReduceReceiver).
+func (l *lazyConn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+	c, err := l.get(ctx, opRecv)
+	if err != nil {
+		return true, err
+	}
+	return c.RecvReduce(ctx, tag, dst, esz, reduce)
+}
+
 // Recv forms the link if need be, then receives on it.
 func (l *lazyConn) Recv(ctx context.Context, tag collective.Tag, p []byte) error {
 	c, err := l.get(ctx, opRecv)

@@ -3,6 +3,7 @@ package tcptransport
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -129,5 +130,50 @@ func allreduceExact(t *testing.T, cs []*collective.Comm, dt kernels.DType, count
 		if string(bufs[r]) != string(want) {
 			t.Fatalf("%v, %d elements: rank %d: wrong sum", dt, count, r)
 		}
+	}
+}
+
+// TestShmRemoteSenderEndsWhenPeerGoes: a SendWait whose remote frame the
+// peer never reads ends with ErrPeerGone once the peer closes (it does
+// not wait for ever), and a receiver whose sender withdrew its frame
+// (its link failed while it waited) fails instead of delivering it.
+func TestShmRemoteSenderEndsWhenPeerGoes(t *testing.T) {
+	m := meshTuned(t, 2, Config{}, tuning{remoteMin: shm.RemoteFloor})
+	done := make(chan error, 1)
+	go func() {
+		done <- m[0].Conn(1).(collective.Rendezvous).SendWait(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shm.RemoteFloor))
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("SendWait with no reader returned %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	m[1].Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, collective.ErrPeerGone) {
+			t.Errorf("err = %v, want ErrPeerGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SendWait still blocked 5s after the peer closed")
+	}
+}
+
+// TestShmRemoteReceiverFailsOnWithdrawnFrame: a sender whose wait for
+// the receiver is cut short by its context withdraws the frame, and the
+// receiver that comes to it later fails with ErrPeerGone instead of
+// copying a buffer its owner may already be reusing.
+func TestShmRemoteReceiverFailsOnWithdrawnFrame(t *testing.T) {
+	m := meshTuned(t, 2, Config{}, tuning{remoteMin: shm.RemoteFloor})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := m[0].Conn(1).(collective.Rendezvous).SendWait(ctx, collective.Tag{Seq: 1}, make([]byte, 2*shm.RemoteFloor))
+	if err == nil {
+		t.Fatal("SendWait with no reader and a 50ms context returned nil")
+	}
+	buf := make([]byte, 2*shm.RemoteFloor)
+	err = m[1].Conn(0).Recv(t.Context(), collective.Tag{Seq: 1}, buf)
+	if !errors.Is(err, collective.ErrPeerGone) {
+		t.Errorf("Recv of a withdrawn frame = %v, want ErrPeerGone", err)
 	}
 }

@@ -48,6 +48,33 @@
 // every failure to its Conn, the connection that owns the sockets and the
 // sticky failure.
 //
+// # Remote frames
+//
+// A pipelined collective sends with SendWait (collective.Rendezvous),
+// which may wait for the receiver. With remote frames on (RemoteMinEnv,
+// off by default; see there for why), SendWait leaves a payload of at
+// least that size where it lies: the frame it writes into the ring
+// carries only the payload's address and an id, flagged remote in its
+// header (see package frame), and the receiver copies the payload straight
+// into its own buffer with process_vm_readv(2), one copy instead of two.
+// A state word in the ring's first page (see shmring.Ring.Post) says
+// whether the receiver took the payload, refused it (process_vm_readv is
+// not allowed: another user, Yama's ptrace_scope 2 or 3, or 1 for ranks
+// that are not each other's ancestors, a seccomp profile without it), or
+// the sender withdrew it because its link failed while it waited; only
+// one of the three happens. A refusal is the probe: that payload comes
+// through the ring after all, the receiver logs it once at Debug, and the
+// sender sends no more remote frames. The receiver reads from the pid in
+// the offer of the ring (the handshake's, authenticated and, with TLS,
+// inside TLS) and holds a pidfd of that process, through which it checks
+// after each copy that the pid still names the sender. A sender that
+// exits mid-copy makes the read fail (ESRCH, EFAULT) or the check, and the
+// link fails with collective.ErrPeerGone; a sender whose link fails while
+// it waits is woken within ringNap, withdraws, and returns the failure,
+// and the receiver discards what it copied. Remote frames carry no payload
+// through any socket, so they need no encryption under TLS: they exist
+// only between ranks on one host, as the rings do.
+//
 // # Budget
 //
 // Each rank creates at most BudgetBytes (16 MiB) of rings, however many

@@ -84,6 +84,9 @@ type Link struct {
 	rhdr      [frame.HeaderSize]byte // touched only by the recv in progress
 	rdesc     [descSize]byte
 	rparts    [][]byte
+	rtmp      []byte       // a remote frame's payload, for RecvReduce
+	fold      folder       // the RecvReduce in progress
+	foldFn    func([]byte) // fold.add, made once
 }
 
 // yieldFor is how long a shared-memory recv polls with sched_yield(2)
@@ -115,6 +118,7 @@ func NewLink(c Conn, idle io.Reader, rings *Rings, spin, quick time.Duration) *L
 	if spin <= 0 {
 		l.poll = shmring.Poll{Spin: yieldFor, Yield: true, Quick: quick}
 	}
+	l.foldFn = l.fold.add
 	return l
 }
 

@@ -177,3 +177,45 @@ func (r *Ring) Read(p []byte, pl Poll, gone func() bool, stop func() error) erro
 	}
 	return nil
 }
+
+// ReadFunc is Read that hands the bytes to fn where they lie in the ring
+// instead of copying them out: n bytes in all, in order, in runs of at
+// most Piece, a run that wraps around the ring's end in two. The space
+// is freed for the writer once fn returns; fn must not keep its slice.
+func (r *Ring) ReadFunc(n int, fn func(p []byte), pl Poll, gone func() bool, stop func() error) error {
+	polled := pl.Spin <= 0
+	for n > 0 {
+		head := atomic.LoadUint64(r.u64(offHead))
+		avail := int(head - r.pos)
+		if avail == 0 {
+			switch {
+			case !polled:
+				polled = true
+				r.poll(offHead, r.pos, pl, gone, stop)
+			case gone():
+				if atomic.LoadUint64(r.u64(offHead)) == r.pos {
+					return ErrGone
+				}
+			default:
+				if err := r.sleep(offWseq, offRwaiting, func() bool {
+					return atomic.LoadUint64(r.u64(offHead)) == head && !gone()
+				}, stop); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		k := min(avail, n, Piece)
+		at := int(r.pos % uint64(len(r.data)))
+		first := min(k, len(r.data)-at)
+		fn(r.data[at : at+first])
+		if first < k {
+			fn(r.data[:k-first])
+		}
+		r.pos += uint64(k)
+		n -= k
+		atomic.StoreUint64(r.u64(offTail), r.pos)
+		r.signal(offRseq, offWwaiting)
+	}
+	return nil
+}

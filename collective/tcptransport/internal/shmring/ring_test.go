@@ -186,3 +186,39 @@ func TestWriteVec(t *testing.T) {
 		t.Fatalf("read %d bytes that differ from the %d written", len(got), len(want))
 	}
 }
+
+// TestReadFunc streams messages of awkward sizes through a small ring and
+// reads them with ReadFunc: the runs it hands out, wrapped around the
+// ring's end or not, make up each message in order.
+func TestReadFunc(t *testing.T) {
+	w, r := pairOf(t, MinCapacity)
+	msgs := randomMessages([]int{1, 7, MinCapacity - 3, MinCapacity, 3*MinCapacity + 5, Piece + 1, 24})
+	done := make(chan error, 1)
+	go func() {
+		for _, m := range msgs {
+			if err := w.Write(m, noStop); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i, m := range msgs {
+		var got []byte
+		err := r.ReadFunc(len(m), func(p []byte) {
+			if len(p) == 0 || len(p) > Piece {
+				t.Errorf("message %d: a run of %d bytes", i, len(p))
+			}
+			got = append(got, p...)
+		}, Poll{}, never, noStop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, m) {
+			t.Fatalf("message %d (%d bytes) read back wrong", i, len(m))
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
