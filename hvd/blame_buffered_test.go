@@ -1,6 +1,7 @@
 package hvd
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gorovod/gorovod/collective"
@@ -30,5 +31,51 @@ func TestBlameConnPassesBuffered(t *testing.T) {
 		if got := b.Buffered(3); got != c.want {
 			t.Errorf("%T: Buffered(3) = %d, want %d", c.conn, got, c.want)
 		}
+	}
+}
+
+// direct stands for a link that can wait for its receiver and reduce as
+// messages arrive; it records the calls.
+type direct struct {
+	collective.Conn
+	waits, reduces int
+}
+
+func (d *direct) SendWait(ctx context.Context, tag collective.Tag, p []byte) error {
+	d.waits++
+	return d.Conn.Send(ctx, tag, p)
+}
+
+func (d *direct) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+	d.reduces++
+	return false, nil
+}
+
+// TestBlameConnPassesRendezvousAndReduce: the reporting wrapper passes
+// SendWait and RecvReduce to a link that has them, and for one that has
+// not sends as Send does and reduces nothing, so that wrapping changes
+// neither what arrives nor how.
+func TestBlameConnPassesRendezvousAndReduce(t *testing.T) {
+	ts := memtransport.NewNetwork(2).Transports()
+	defer ts[0].Close()
+	defer ts[1].Close()
+	ctx := t.Context()
+	d := &direct{Conn: ts[0].Conn(1)}
+	for _, c := range []collective.Conn{d, ts[0].Conn(1)} {
+		bc := &blameConn{Conn: c, peer: 1}
+		if err := bc.SendWait(ctx, collective.Tag{Seq: 1}, []byte{7}); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 1)
+		if err := ts[1].Conn(0).Recv(ctx, collective.Tag{Seq: 1}, got); err != nil || got[0] != 7 {
+			t.Fatalf("%T: received %v, %v; want [7]", c, got, err)
+		}
+		done, err := bc.RecvReduce(ctx, collective.Tag{Seq: 2}, got, 1, func(dst, src []byte) {})
+		if done || err != nil {
+			t.Errorf("%T: RecvReduce = %v, %v; want false, nil", c, done, err)
+		}
+	}
+	if d.waits != 1 || d.reduces != 1 {
+		t.Errorf("the wrapped link saw %d SendWait and %d RecvReduce calls, want 1 and 1", d.waits, d.reduces)
 	}
 }

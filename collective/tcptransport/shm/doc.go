@@ -39,7 +39,8 @@
 //
 // A Link carries the same frames as a TCP link (see internal/frame), with
 // the same checks: the sender copies into the ring, the receiver copies
-// out, and a side with nothing to do sleeps in futex(2) after polling for
+// out (or, receiving a message to reduce, folds it into its buffer where
+// it lies in the ring: see RecvReduce), and a side with nothing to do sleeps in futex(2) after polling for
 // a while (busy when the host has a processor to spare beyond one per
 // rank, else yielding to other processes). The link's sockets stay open
 // and idle as the liveness signal: a peer that exits, crashes or closes
