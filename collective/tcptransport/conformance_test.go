@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 	"github.com/gorovod/gorovod/collective/transporttest"
 )
 
@@ -35,6 +36,9 @@ func TestConformance(t *testing.T) {
 		{"tcp/on-demand", Config{NoSharedMemory: true, Eager: []int{}}, tuning{}, NoLink},
 		{"tls/tcp", Config{NoSharedMemory: true, TLS: true}, tuning{}, TCP},
 		{"tls/shm", Config{TLS: true}, tuning{}, SharedMemory},
+		{"shm/remote", Config{}, tuning{remoteMin: shm.RemoteFloor}, SharedMemory},
+		{"shm/remote-refused", Config{}, tuning{remoteMin: shm.RemoteFloor, refuseRemote: true}, SharedMemory},
+		{"tls/shm/remote", Config{TLS: true}, tuning{remoteMin: shm.RemoteFloor}, SharedMemory},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, size int) []collective.Transport {

@@ -59,6 +59,18 @@ func testBothDirections(t *testing.T, newMesh Factory) {
 	runFlows(t, m, flow{from: 0, to: 1, seq: 3, sizes: sizes}, flow{from: 1, to: 0, seq: 3, sizes: sizes})
 }
 
+// testWaitAndReduce sends with SendWait and receives with RecvReduce
+// where the links have them (see collective.Rendezvous and
+// collective.ReduceReceiver), both ways at once, at sizes from a byte to
+// 16 MiB: what arrives must be what was sent, and neither way may wait
+// for the other.
+func testWaitAndReduce(t *testing.T, newMesh Factory) {
+	m := mesh(t, newMesh, 2)
+	sizes := []int{1, 4 << 10, 300<<10 + 7, 1 << 20, 16 << 20, 3 << 20, 5}
+	runFlows(t, m, flow{from: 0, to: 1, seq: 4, sizes: sizes, wait: true, reduce: true},
+		flow{from: 1, to: 0, seq: 4, sizes: sizes, wait: true, reduce: true})
+}
+
 // testAllPairs has every ordered pair of a 4-rank mesh exchange at once.
 func testAllPairs(t *testing.T, newMesh Factory) {
 	const size = 4

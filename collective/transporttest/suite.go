@@ -33,6 +33,7 @@ func Run(t *testing.T, newMesh Factory) {
 		{"Sizes", testSizes},
 		{"BothDirections", testBothDirections},
 		{"AllPairs", testAllPairs},
+		{"WaitAndReduce", testWaitAndReduce},
 		{"Vectored", testVectored},
 		{"WrongSeq", testWrongSeq},
 		{"WrongStep", testWrongStep},
