@@ -136,23 +136,28 @@ func (r *run) recv(ctx context.Context, i int, into []byte) error {
 	return nil
 }
 
-// recvReduce receives step i's segment and folds it into the buffer as it
-// arrives, where the link can (see ReduceReceiver); false where it cannot,
-// having read nothing.
-func (r *run) recvReduce(ctx context.Context, i int) (bool, error) {
+// onArrival returns the link of step i's receive, a Reduce, if it folds
+// messages into the buffer as they arrive (see ReduceReceiver), or nil.
+func (r *run) onArrival(i int) ReduceReceiver {
 	st := r.p.steps[i]
 	if r.inParts(st.Recv) {
-		return false, nil
+		return nil
 	}
 	rr, ok := r.t.Conn(st.RecvFrom).(ReduceReceiver)
-	if !ok {
-		return false, nil
+	if !ok || !rr.ReducesOnArrival() {
+		return nil
 	}
-	done, err := rr.RecvReduce(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, r.bytes(st.Recv), r.esz, r.reduce)
-	if err != nil {
-		return true, r.opError(i, st.RecvFrom, err)
+	return rr
+}
+
+// recvReduce receives step i's segment on rr and folds it into the buffer
+// as it arrives.
+func (r *run) recvReduce(ctx context.Context, i int, rr ReduceReceiver) error {
+	st := r.p.steps[i]
+	if err := rr.RecvReduce(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, r.bytes(st.Recv), r.esz, r.reduce); err != nil {
+		return r.opError(i, st.RecvFrom, err)
 	}
-	return done, nil
+	return nil
 }
 
 // recvCopy receives step i's segment straight into the buffer (a Copy
@@ -203,8 +208,8 @@ func (r *run) runInline(ctx context.Context, scratch []byte) error {
 			}
 			continue
 		}
-		if done, err := r.recvReduce(ctx, i); done || err != nil {
-			if err != nil {
+		if rr := r.onArrival(i); rr != nil {
+			if err := r.recvReduce(ctx, i, rr); err != nil {
 				return err
 			}
 			continue
@@ -289,17 +294,18 @@ func (r *run) receiver(ctx context.Context, scratch [][]byte, free chan int, wor
 		}
 		slot := -1
 		var err error
-		done := false
+		var rr ReduceReceiver
 		if st.Combine == Reduce {
-			// Straight into the buffer once every earlier receive into
-			// the segment has been folded in, where the link can.
+			rr = r.onArrival(i)
+		}
+		switch {
+		case rr != nil:
+			// Straight into the buffer, once every earlier receive into
+			// the segment has been folded in.
 			if !r.recvd.wait(r.p.reduceAfter[i]) {
 				return nil
 			}
-			done, err = r.recvReduce(ctx, i)
-		}
-		switch {
-		case done || err != nil:
+			err = r.recvReduce(ctx, i, rr)
 		case st.Combine == Reduce:
 			select {
 			case slot = <-free:

@@ -45,16 +45,17 @@ type Rendezvous interface {
 	SendWait(ctx context.Context, tag Tag, p []byte) error
 }
 
-// ReduceReceiver is implemented by Conns that can fold a message into a
+// ReduceReceiver is implemented by Conns that may fold a message into a
 // buffer as it arrives, without first copying it whole into a buffer of
-// their own (a shared-memory link reduces straight from its ring). Where
-// the link cannot, RecvReduce returns false and a nil error having read
-// nothing, and the caller receives the message as usual. Otherwise it
-// receives the message under tag, of len(dst) bytes, and folds it into
-// dst, calling reduce on runs of whole elements of esz bytes, in order;
-// a src it passes may not be aligned to esz.
+// their own (a shared-memory link reduces straight from its ring).
+// ReducesOnArrival reports whether the link does so now; where it does
+// not, a caller gains nothing from RecvReduce. RecvReduce receives the
+// message under tag, of len(dst) bytes (a multiple of esz), and folds it
+// into dst, calling reduce on runs of whole elements of esz bytes, in
+// order; a src it passes may not be aligned to esz.
 type ReduceReceiver interface {
-	RecvReduce(ctx context.Context, tag Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error)
+	ReducesOnArrival() bool
+	RecvReduce(ctx context.Context, tag Tag, dst []byte, esz int, reduce func(dst, src []byte)) error
 }
 
 // Transport is a full mesh of Conns between the ranks of one job.

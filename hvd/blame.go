@@ -220,18 +220,30 @@ func (c *blameConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) 
 	return err
 }
 
-// RecvReduce receives and reduces on the link where the wrapped link can
-// (see collective.ReduceReceiver), reporting a peer that went away.
-func (c *blameConn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+// ReducesOnArrival is the wrapped link's answer (see
+// collective.ReduceReceiver); false for one that cannot.
+func (c *blameConn) ReducesOnArrival() bool {
 	rr, ok := c.Conn.(collective.ReduceReceiver)
-	if !ok {
-		return false, nil
+	return ok && rr.ReducesOnArrival()
+}
+
+// RecvReduce receives and reduces on the link, as it arrives where the
+// wrapped link can, else through a buffer, reporting a peer that went
+// away.
+func (c *blameConn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) error {
+	var err error
+	if rr, ok := c.Conn.(collective.ReduceReceiver); ok {
+		err = rr.RecvReduce(ctx, tag, dst, esz, reduce)
+	} else {
+		tmp := make([]byte, len(dst))
+		if err = c.Conn.Recv(ctx, tag, tmp); err == nil {
+			reduce(dst, tmp)
+		}
 	}
-	done, err := rr.RecvReduce(ctx, tag, dst, esz, reduce)
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
 	}
-	return done, err
+	return err
 }
 
 // Recv receives on the link, reporting a peer that went away.

@@ -46,15 +46,18 @@ func (d *direct) SendWait(ctx context.Context, tag collective.Tag, p []byte) err
 	return d.Conn.Send(ctx, tag, p)
 }
 
-func (d *direct) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+func (d *direct) ReducesOnArrival() bool { return true }
+
+func (d *direct) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) error {
 	d.reduces++
-	return false, nil
+	return d.Conn.Recv(ctx, tag, dst)
 }
 
 // TestBlameConnPassesRendezvousAndReduce: the reporting wrapper passes
-// SendWait and RecvReduce to a link that has them, and for one that has
-// not sends as Send does and reduces nothing, so that wrapping changes
-// neither what arrives nor how.
+// SendWait and RecvReduce to a link that has them, and says it reduces on
+// arrival only then; for one that has not it sends as Send does and
+// reduces through a buffer, so that wrapping changes neither what arrives
+// nor how.
 func TestBlameConnPassesRendezvousAndReduce(t *testing.T) {
 	ts := memtransport.NewNetwork(2).Transports()
 	defer ts[0].Close()
@@ -70,9 +73,16 @@ func TestBlameConnPassesRendezvousAndReduce(t *testing.T) {
 		if err := ts[1].Conn(0).Recv(ctx, collective.Tag{Seq: 1}, got); err != nil || got[0] != 7 {
 			t.Fatalf("%T: received %v, %v; want [7]", c, got, err)
 		}
-		done, err := bc.RecvReduce(ctx, collective.Tag{Seq: 2}, got, 1, func(dst, src []byte) {})
-		if done || err != nil {
-			t.Errorf("%T: RecvReduce = %v, %v; want false, nil", c, done, err)
+		if want := c == d; bc.ReducesOnArrival() != want {
+			t.Errorf("%T: ReducesOnArrival = %v, want %v", c, !want, want)
+		}
+		if err := ts[1].Conn(0).Send(ctx, collective.Tag{Seq: 2}, []byte{5}); err != nil {
+			t.Fatal(err)
+		}
+		got[0] = 1
+		err := bc.RecvReduce(ctx, collective.Tag{Seq: 2}, got, 1, func(dst, src []byte) { dst[0] += src[0] })
+		if want := map[bool]byte{true: 5, false: 6}[c == d]; err != nil || got[0] != want {
+			t.Errorf("%T: RecvReduce left %v, %v; want [%d]", c, got, err, want)
 		}
 	}
 	if d.waits != 1 || d.reduces != 1 {

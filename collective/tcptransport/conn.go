@@ -89,21 +89,32 @@ func (c *conn) SendWait(ctx context.Context, tag collective.Tag, p []byte) error
 	return l.SendWait(tag, p)
 }
 
-// RecvReduce reads one frame and folds it into dst as it arrives (see
-// collective.ReduceReceiver): on a shared-memory link straight from the
-// ring (see shm.Link.RecvReduce); on TCP it reads nothing and returns
-// false.
-func (c *conn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+// ReducesOnArrival reports whether RecvReduce folds frames as they
+// arrive (see collective.ReduceReceiver): on a shared-memory link.
+func (c *conn) ReducesOnArrival() bool {
+	_, ok := c.link.(*shm.Link)
+	return ok
+}
+
+// RecvReduce reads one frame and folds it into dst: on a shared-memory
+// link as it arrives, straight from the ring (see shm.Link.RecvReduce);
+// on TCP through a buffer of the frame's size.
+func (c *conn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) error {
 	l, ok := c.link.(*shm.Link)
 	if !ok || esz < 1 || esz > shm.MaxElem {
-		return false, nil
+		tmp := make([]byte, len(dst))
+		if err := c.Recv(ctx, tag, tmp); err != nil {
+			return err
+		}
+		reduce(dst, tmp)
+		return nil
 	}
 	if err := c.ready(ctx, opRecv); err != nil {
-		return true, err
+		return err
 	}
 	c.recvWatch.begin(ctx)
 	defer c.recvWatch.end()
-	return true, l.RecvReduce(tag, dst, esz, reduce)
+	return l.RecvReduce(tag, dst, esz, reduce)
 }
 
 // SendVec writes one frame whose payload is parts end to end (see

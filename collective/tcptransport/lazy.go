@@ -54,12 +54,18 @@ func (l *lazyConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) e
 	return c.SendWait(ctx, tag, p)
 }
 
-// RecvReduce forms the link if need be, then receives and reduces on it
-// (see collective.ReduceReceiver).
-func (l *lazyConn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) (bool, error) {
+// ReducesOnArrival is the formed link's answer (see
+// collective.ReduceReceiver); a link not formed yet does not.
+func (l *lazyConn) ReducesOnArrival() bool {
+	c := l.t.slots[l.peer].formed.Load()
+	return c != nil && c.ReducesOnArrival()
+}
+
+// RecvReduce forms the link if need be, then receives and reduces on it.
+func (l *lazyConn) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte, esz int, reduce func(dst, src []byte)) error {
 	c, err := l.get(ctx, opRecv)
 	if err != nil {
-		return true, err
+		return err
 	}
 	return c.RecvReduce(ctx, tag, dst, esz, reduce)
 }

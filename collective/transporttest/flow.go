@@ -17,8 +17,8 @@ type flow struct {
 	sizes    []int
 	// wait sends with SendWait where the link has it (collective.Rendezvous);
 	// reduce receives every other message with RecvReduce where the link
-	// has it (collective.ReduceReceiver), into a buffer of ones, with a
-	// byte-wise sum.
+	// has it (collective.ReduceReceiver; whether or not it reduces on
+	// arrival), into a buffer of ones, with a byte-wise sum.
 	wait, reduce bool
 }
 
@@ -55,16 +55,13 @@ func (f flow) recv(ctx context.Context, m []collective.Transport) error {
 		p := make([]byte, n)
 		tag := collective.Tag{Seq: f.seq, Step: uint32(i)}
 		if f.reduce && canReduce && i%2 == 0 {
-			done, err := recvReduce(ctx, rr, tag, p)
-			if err != nil {
+			if err := recvReduce(ctx, rr, tag, p); err != nil {
 				return fmt.Errorf("flow %v: RecvReduce step %d: %w", f, i, err)
 			}
-			if done {
-				if d := firstDiff(p, f.content(i)); d >= 0 {
-					return fmt.Errorf("flow %v: step %d (%d B) reduced wrong at byte %d", f, i, n, d)
-				}
-				continue
+			if d := firstDiff(p, f.content(i)); d >= 0 {
+				return fmt.Errorf("flow %v: step %d (%d B) reduced wrong at byte %d", f, i, n, d)
 			}
+			continue
 		}
 		if err := c.Recv(ctx, tag, p); err != nil {
 			return fmt.Errorf("flow %v: Recv step %d: %w", f, i, err)
@@ -79,7 +76,7 @@ func (f flow) recv(ctx context.Context, m []collective.Transport) error {
 // recvReduce receives into p with rr: p filled with ones, a byte-wise
 // sum, elements of 4 bytes where the length allows; it then takes the
 // ones away again, so that p should hold the message.
-func recvReduce(ctx context.Context, rr collective.ReduceReceiver, tag collective.Tag, p []byte) (bool, error) {
+func recvReduce(ctx context.Context, rr collective.ReduceReceiver, tag collective.Tag, p []byte) error {
 	esz := 1
 	if len(p)%4 == 0 {
 		esz = 4
@@ -88,7 +85,7 @@ func recvReduce(ctx context.Context, rr collective.ReduceReceiver, tag collectiv
 		p[i] = 1
 	}
 	var bad error
-	done, err := rr.RecvReduce(ctx, tag, p, esz, func(dst, src []byte) {
+	err := rr.RecvReduce(ctx, tag, p, esz, func(dst, src []byte) {
 		if len(dst) != len(src) || len(src)%esz != 0 {
 			bad = fmt.Errorf("reduce of %d bytes into %d, elements of %d", len(src), len(dst), esz)
 		}
@@ -102,7 +99,7 @@ func recvReduce(ctx context.Context, rr collective.ReduceReceiver, tag collectiv
 	for i := range p {
 		p[i]--
 	}
-	return done, err
+	return err
 }
 
 // runFlows runs all flows at once, each sender and each receiver on its own
