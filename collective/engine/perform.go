@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gorovod/gorovod/collective"
 )
@@ -56,6 +57,7 @@ func (e *Engine) runBatch(ctx context.Context, batch []*task) error {
 	}
 	ctx = e.deadline.arm(ctx)
 	defer e.deadline.disarm()
+	defer e.countKind(batch, e.now())
 	switch t.resp.req.Kind {
 	case KindAllreduce:
 		return e.allreduce(ctx, batch)
@@ -114,6 +116,26 @@ func (t *task) buffer() []byte {
 		return t.en.data
 	}
 	return make([]byte, t.resp.req.Bytes())
+}
+
+// countKind adds a batch that started at start to the statistics of its
+// kind (Stats.Kinds).
+func (e *Engine) countKind(batch []*task, start time.Time) {
+	d := e.now().Sub(start)
+	var n uint64
+	for _, t := range batch {
+		n += uint64(t.resp.req.Bytes())
+	}
+	k := batch[0].resp.req.Kind
+	if !k.Valid() {
+		return
+	}
+	e.mu.Lock()
+	ks := &e.stats.Kinds[k]
+	ks.Tensors += uint64(len(batch))
+	ks.Bytes += n
+	ks.Time += d
+	e.mu.Unlock()
 }
 
 func (e *Engine) countBatch(n int) {
