@@ -34,8 +34,8 @@ type Runtime struct {
 	launcher string             // what started the job (runner.Launcher*)
 	hostOf   []string           // each rank's host, from the rendezvous; nil for a given transport
 
-	links    *blameTransport    // the counting links under gorun, or nil
-	pub      *publisher         // LogScalars' buffer and sender
+	links *blameTransport // the counting links under gorun, or nil
+	pub   *publisher      // LogScalars' buffer and sender
 
 	stop context.CancelFunc // ends the launcher watch
 	dev  deviceState        // the GPU context and staging buffers, opened on first use
