@@ -50,8 +50,8 @@ type RankInfo struct {
 	Step        int64   `json:"step"`
 	StepSeconds float64 `json:"step_seconds"`
 	CommShare   float64 `json:"comm_share"`
-	// LinkBytes[peer] is what this rank sent to peer (hvd/link_sent_bytes
-	// with a "peer" label), for the rank × rank heat map.
+	// LinkBytes[peer] is what this rank sent to peer: the latest value of
+	// its series hvd/link_sent_bytes/<peer>, for the rank × rank heat map.
 	LinkBytes map[int]float64 `json:"link_bytes,omitempty"`
 	// Dropped counts the points this rank dropped (its buffer was full or
 	// nobody was listening).
