@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
@@ -48,6 +49,7 @@ func (r *Runtime) reportPeerFailures(tr collective.Transport) collective.Transpo
 			b.conns[p] = &blameConn{Conn: tr.Conn(p), t: b, peer: p}
 		}
 	}
+	r.links = b
 	return b
 }
 
@@ -138,11 +140,18 @@ func stoppedByPeerShutdown(err error) bool {
 	return errors.Is(err, engine.ErrShutdown) && strings.Contains(err.Error(), "shut down while tensors were in flight")
 }
 
-// blameConn is one reporting link.
+// blameConn is one reporting link. It also counts the payload bytes it
+// sent and received, for the runtime series hvd/link_sent_bytes/P and
+// hvd/link_recv_bytes/P (one atomic add a message, each on its own cache
+// line: Send and Recv run on different goroutines).
 type blameConn struct {
 	collective.Conn
 	t    *blameTransport
 	peer int
+	_    [64]byte
+	sent atomic.Int64
+	_    [56]byte
+	recv atomic.Int64
 }
 
 // Send sends on the link, reporting a peer that went away.
@@ -150,8 +159,10 @@ func (c *blameConn) Send(ctx context.Context, tag collective.Tag, p []byte) erro
 	err := c.Conn.Send(ctx, tag, p)
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
+		return err
 	}
-	return err
+	c.sent.Add(int64(len(p)))
+	return nil
 }
 
 // SendVec sends parts as one message on the link (see
@@ -166,8 +177,19 @@ func (c *blameConn) SendVec(ctx context.Context, tag collective.Tag, parts [][]b
 	}
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
+		return err
 	}
-	return err
+	c.sent.Add(int64(vecLen(parts)))
+	return nil
+}
+
+// vecLen is the total length of parts.
+func vecLen(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
 }
 
 // RecvVec receives one message into parts in order, through a buffer of
@@ -178,11 +200,7 @@ func (c *blameConn) RecvVec(ctx context.Context, tag collective.Tag, parts [][]b
 	if v, ok := c.Conn.(collective.Vectored); ok {
 		err = v.RecvVec(ctx, tag, parts)
 	} else {
-		n := 0
-		for _, p := range parts {
-			n += len(p)
-		}
-		buf := make([]byte, n)
+		buf := make([]byte, vecLen(parts))
 		if err = c.Conn.Recv(ctx, tag, buf); err == nil {
 			for _, p := range parts {
 				buf = buf[copy(p, buf):]
@@ -191,8 +209,10 @@ func (c *blameConn) RecvVec(ctx context.Context, tag collective.Tag, parts [][]b
 	}
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
+		return err
 	}
-	return err
+	c.recv.Add(int64(vecLen(parts)))
+	return nil
 }
 
 // Buffered passes on what the wrapped link promises to buffer (see
@@ -216,8 +236,10 @@ func (c *blameConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) 
 	}
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
+		return err
 	}
-	return err
+	c.sent.Add(int64(len(p)))
+	return nil
 }
 
 // ReducesOnArrival is the wrapped link's answer (see
@@ -242,8 +264,10 @@ func (c *blameConn) RecvReduce(ctx context.Context, tag collective.Tag, dst []by
 	}
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
+		return err
 	}
-	return err
+	c.recv.Add(int64(len(dst)))
+	return nil
 }
 
 // Recv receives on the link, reporting a peer that went away.
@@ -251,6 +275,8 @@ func (c *blameConn) Recv(ctx context.Context, tag collective.Tag, p []byte) erro
 	err := c.Conn.Recv(ctx, tag, p)
 	if err != nil {
 		c.t.peerFailed(c.peer, err)
+		return err
 	}
-	return err
+	c.recv.Add(int64(len(p)))
+	return nil
 }

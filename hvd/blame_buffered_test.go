@@ -57,7 +57,7 @@ func (d *direct) RecvReduce(ctx context.Context, tag collective.Tag, dst []byte,
 // SendWait and RecvReduce to a link that has them, and says it reduces on
 // arrival only then; for one that has not it sends as Send does and
 // reduces through a buffer, so that wrapping changes neither what arrives
-// nor how.
+// nor how. Both count their bytes, as Send and Recv do.
 func TestBlameConnPassesRendezvousAndReduce(t *testing.T) {
 	ts := memtransport.NewNetwork(2).Transports()
 	defer ts[0].Close()
@@ -83,6 +83,9 @@ func TestBlameConnPassesRendezvousAndReduce(t *testing.T) {
 		err := bc.RecvReduce(ctx, collective.Tag{Seq: 2}, got, 1, func(dst, src []byte) { dst[0] += src[0] })
 		if want := map[bool]byte{true: 5, false: 6}[c == d]; err != nil || got[0] != want {
 			t.Errorf("%T: RecvReduce left %v, %v; want [%d]", c, got, err, want)
+		}
+		if s, r := bc.sent.Load(), bc.recv.Load(); s != 1 || r != 1 {
+			t.Errorf("%T: counted %d bytes sent and %d received, want 1 and 1", c, s, r)
 		}
 	}
 	if d.waits != 1 || d.reduces != 1 {

@@ -57,6 +57,13 @@
 // an ElasticSampler hands the new job only the samples of the epoch not
 // processed yet. (gorun cannot add hosts to a running job yet.)
 //
+// LogScalars publishes training code's scalars of a step (loss, accuracy,
+// learning rate, samples per second) to gorun, with the runtime's own
+// series (hvd/step_seconds, hvd/comm_share, bytes per kind of collective
+// and per link, ...): buffered, sent every 250 ms, never blocking, dropped
+// and counted when nobody listens; gorun --metrics-dir writes them to
+// metrics.jsonl.
+//
 // Failures are global: when any rank fails (it crashes, a link breaks, a
 // context is cancelled, an argument is invalid) every rank's pending and
 // later operations return an error naming the operation, tensor, step,

@@ -34,6 +34,9 @@ type Runtime struct {
 	launcher string             // what started the job (runner.Launcher*)
 	hostOf   []string           // each rank's host, from the rendezvous; nil for a given transport
 
+	links *blameTransport // the counting links under gorun, or nil
+	pub   *publisher      // LogScalars' buffer and sender
+
 	stop context.CancelFunc // ends the launcher watch
 	dev  deviceState        // the GPU context and staging buffers, opened on first use
 
@@ -83,6 +86,8 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	r.engine = engine.New(r.comm, ecfg)
+	r.pub = newPublisher(r)
+	r.pub.start()
 	r.watchLauncher()
 	r.logJoin(cfg.Plan)
 	return r, nil
@@ -271,6 +276,7 @@ func (r *Runtime) Shutdown() error {
 	r.engine.Shutdown()
 	r.closeDevice()
 	r.stop()
+	r.pub.close(!errors.Is(r.comm.Err(), ErrLauncherLost)) // the last points, unless gorun is gone
 	r.comm.Close()
 	if r.rdv != nil {
 		if !errors.Is(r.comm.Err(), ErrLauncherLost) {

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 }
 
 // bin returns the path of the named program (gorun, hello,
-// allreduce_bench, mnist, elasticrank, freezerank, synthetic_benchmark), building them
+// allreduce_bench, mnist, elasticrank, freezerank, metricsrank, synthetic_benchmark), building them
 // all on first use.
 func bin(t testing.TB, name string) string {
 	t.Helper()
@@ -45,7 +45,7 @@ func bin(t testing.TB, name string) string {
 		}
 		for pkg, out := range map[string]string{"../cmd/gorun": "gorun", "../examples/hello": "hello",
 			"../examples/allreduce_bench": "allreduce_bench", "../examples/mnist": "mnist",
-			"./testdata/elasticrank": "elasticrank", "./testdata/freezerank": "freezerank", "./testdata/psjoin": "psjoin",
+			"./testdata/elasticrank": "elasticrank", "./testdata/freezerank": "freezerank", "./testdata/psjoin": "psjoin", "./testdata/metricsrank": "metricsrank",
 			"../examples/synthetic_benchmark": "synthetic_benchmark"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
 			if b, err := cmd.CombinedOutput(); err != nil {

@@ -42,6 +42,11 @@ type ServerConfig struct {
 	// auth.Guard); clients must dial WithTLS(true). A client of the other
 	// kind fails its handshake with an error naming the mismatch.
 	TLS bool
+	// OnMetrics, if not nil, receives the points that ranks send with
+	// Client.PushMetrics (rank as the client says), on the server's
+	// handler goroutines, concurrently: it must be quick (the slice is
+	// its own to keep). Without it PushMetrics fails with ErrNoMetrics.
+	OnMetrics func(rank int, points []MetricPoint)
 }
 
 // validate checks every invariant and reports the first violated one.

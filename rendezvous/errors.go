@@ -41,11 +41,14 @@ var (
 	ErrStopped = errors.New("rendezvous: server stopped")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("rendezvous: client closed")
+	// ErrNoMetrics: the server takes no metrics (its ServerConfig has no
+	// OnMetrics).
+	ErrNoMetrics = errors.New("rendezvous: the server takes no metrics")
 )
 
 // remoteSentinels are the errors a handler may return; decodeRemote maps
 // their text back to them on the client.
-var remoteSentinels = []error{ErrAborted, ErrConflict, ErrBadRequest, ErrStopped}
+var remoteSentinels = []error{ErrAborted, ErrConflict, ErrBadRequest, ErrStopped, ErrNoMetrics}
 
 // decodeRemote turns the text of a server-side error back into an error that
 // wraps the matching sentinel, keeping the server's details.

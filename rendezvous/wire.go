@@ -78,7 +78,7 @@ var dispatcherMu sync.Mutex
 func newDispatcher(svc *service) *gorpc.Dispatcher {
 	dispatcherMu.Lock()
 	defer dispatcherMu.Unlock()
-	for _, v := range []any{&registerReq{}, &waitReq{}, &tableResp{}, &missingResp{}, &setReq{}, &getResp{}} {
+	for _, v := range []any{&registerReq{}, &waitReq{}, &tableResp{}, &missingResp{}, &setReq{}, &getResp{}, &metricsReq{}} {
 		gorpc.RegisterType(v)
 	}
 	d := gorpc.NewDispatcher()

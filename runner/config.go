@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/metrics"
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/settings"
 )
@@ -62,6 +63,17 @@ type Config struct {
 	// OutputRanks, if not nil, are the ranks whose output the terminal
 	// shows (gorun --output-ranks); the others' still goes to OutputDir.
 	OutputRanks []int
+	// MetricsDir, if set, receives DIR/metrics.jsonl: every scalar the
+	// ranks publish (hvd.LogScalars), their runtime series and the job's
+	// events, one JSON object a line (see metrics.Writer), at most
+	// metrics.DefaultWriterLimit bytes (gorun --metrics-dir).
+	MetricsDir string
+	// Metrics, if not nil, is the Store that receives the ranks' metrics
+	// and the job's events (for a dashboard): Launch marks it ended when
+	// the job is over and leaves closing it to the caller, who makes it
+	// with NewMetricsStore (which opens MetricsDir's file). With Metrics
+	// nil and MetricsDir set, Launch makes and closes one itself.
+	Metrics *metrics.Store
 	// TimestampOutput puts the time (UTC, milliseconds) before every line
 	// on the terminal (gorun --prefix-output-with-timestamp).
 	TimestampOutput bool

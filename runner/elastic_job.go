@@ -137,6 +137,9 @@ func (e *elasticJob) publish() error {
 		e.ranks[launched].out.setRank(r)
 	}
 	e.log.Info("gorun: elastic job formed", "generation", g.N, "size", len(g.Members), "hosts", e.hostCounts(e.members))
+	if g.N > 1 {
+		e.jobEvent("reformed", fmt.Sprintf("generation %d: %d ranks (%s)", g.N, len(g.Members), e.hostCounts(e.members)))
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/metrics"
 	"github.com/gorovod/gorovod/jobenv"
 )
 
@@ -45,6 +46,8 @@ type job struct {
 
 	failure error      // what stopped the job: the blamed rank, spawn error or interrupt
 	halt    escalation // how the ranks are being stopped, once failure is set
+
+	metrics *metrics.Store // the ranks' states and the job's events go here; nil: nowhere
 }
 
 // rankProc is a started rank.
@@ -170,6 +173,7 @@ func (j *job) spawn(ctx context.Context, s Slot, c Command, nForward int, sp Spa
 	}
 	j.ranks[s.Rank] = &rankProc{slot: s, proc: p, out: out}
 	j.running++
+	j.rankStarted(s.Rank, s.Host)
 	go func() { // "rank-<R>-wait": ends when the rank has exited
 		j.exits <- rankExit{rank: s.Rank, err: p.Wait()}
 	}()
@@ -305,6 +309,7 @@ func (j *job) ended(ex rankExit) {
 	if ex.err != nil && j.failure != nil {
 		j.log.Info("gorun: rank stopped", "rank", ex.rank, "host", r.slot.Host, "err", ex.err)
 	}
+	j.rankEnded(ex.rank, ex.err)
 }
 
 // stop begins stopping the job because of cause: it aborts the rendezvous
@@ -314,6 +319,7 @@ func (j *job) ended(ex rankExit) {
 func (j *job) stop(cause error) {
 	j.failure = cause
 	j.srv.Abort(strings.TrimPrefix(cause.Error(), "runner: "))
+	j.jobEvent("failure", "stopping the job: "+strings.TrimPrefix(cause.Error(), "runner: "))
 	j.log.Info("gorun: stopping the job", "cause", cause, "running", j.running)
 	var frozen *rankProc
 	if u, ok := cause.(*UnresponsiveError); ok && u.Exit == nil {

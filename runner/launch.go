@@ -99,7 +99,12 @@ func Launch(ctx context.Context, cfg Config) error {
 		}
 		return orInterrupted(ctx, err)
 	}
-	env, srv, err := startRendezvous(cfg, slots, plan, log)
+	mstore, endMetrics, err := openMetrics(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer endMetrics() // after srv.Stop: no more points come
+	env, srv, err := startRendezvous(cfg, slots, plan, log, metricsReceiver(mstore))
 	if err != nil {
 		return err
 	}
@@ -117,6 +122,7 @@ func Launch(ctx context.Context, cfg Config) error {
 		return err
 	}
 	j := newJob(cfg, log, srv, out, slots)
+	j.metrics = mstore
 	started := time.Now()
 	spawnerAt := withHostAddrs(spawnerFor, plan, srv.Addr())
 	spawnErr := j.spawnAll(ctx, env, spawnerAt)
@@ -212,10 +218,10 @@ func preflight(ctx context.Context, c Config, slots []Slot, spawnerFor func(stri
 }
 
 // startRendezvous makes the job secret and starts the rendezvous service
-// where plan says, and returns the environment that every rank shares
+// where plan says (its ranks' metrics go to onMetrics), and returns the environment that every rank shares
 // (knobs, address, secret); the address is that of this machine's ranks
 // (see withHostAddrs for the others).
-func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger) (jobenv.Env, *rendezvous.Server, error) {
+func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger, onMetrics func(int, []rendezvous.MetricPoint)) (jobenv.Env, *rendezvous.Server, error) {
 	secret, err := NewSecret()
 	if err != nil {
 		return jobenv.Env{}, nil, err
@@ -230,6 +236,7 @@ func startRendezvous(c Config, slots []Slot, plan netPlan, log *slog.Logger) (jo
 	}
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{
 		Addr: plan.listen, Secret: secret, Size: len(slots), Hosts: hosts, Logger: srvLog, TLS: c.TLS,
+		OnMetrics: onMetrics,
 	})
 	if err == nil {
 		err = srv.Start()

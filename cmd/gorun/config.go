@@ -124,6 +124,7 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	cfg.SSHPort, cfg.SSHIdentityFile = c.Int("ssh-port"), c.String("ssh-identity-file")
 	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")
 	cfg.TimestampOutput = c.Bool("prefix-output-with-timestamp")
+	cfg.MetricsDir = c.String("metrics-dir")
 	switch cfg.BindTo = c.String("bind-to"); cfg.BindTo {
 	case runner.BindCore, runner.BindNone:
 	default:

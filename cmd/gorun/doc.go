@@ -63,6 +63,8 @@
 //
 //	--output-filename DIR  also write DIR/rank.RR/stdout and DIR/rank.RR/stderr
 //	--verbose              log the placement and the commands (never the secret)
+//	--metrics-dir DIR      write DIR/metrics.jsonl: the ranks' hvd.LogScalars
+//	                       scalars, their runtime series, the job's events
 //
 // gorun's own log shows warnings and errors; --verbose adds its info records
 // (placement, commands, ranks stopping), --log-level debug its debug records

@@ -71,6 +71,8 @@ func flags() []cli.Flag {
 			Usage: "also write each rank's output to DIR/rank.RR/stdout and DIR/rank.RR/stderr"},
 		&cli.StringFlag{Name: "output-ranks", Category: catOutput,
 			Usage: "show only these ranks' output on the terminal, comma separated (0 or 0,3); all still go to --output-filename", DefaultText: "all"},
+		&cli.StringFlag{Name: "metrics-dir", Category: catOutput, TakesFile: true,
+			Usage: "write DIR/metrics.jsonl: every scalar the ranks publish with hvd.LogScalars, their runtime series (hvd/step_seconds, hvd/allreduce_bytes, ...) and the job's events, one JSON object a line, 1 GiB at most"},
 		&cli.BoolFlag{Name: "prefix-output-with-timestamp", Category: catOutput, Usage: "put the time (UTC, milliseconds) before every line of the ranks' output on the terminal"},
 		&cli.BoolFlag{Name: "verbose", Category: catOutput, Usage: "log the rank placement and the commands run, at info level (write --verbose=false to unset)"},
 

@@ -29,7 +29,7 @@ func parse(t *testing.T, args ...string) (runner.Config, error) {
 func TestFlagsToConfig(t *testing.T) {
 	cfg, err := parse(t, "-np", "3", "-H", "a:2", "-H", "b:1,c:1", "-p", "2222", "-i", "/k", "--start-timeout", "90",
 		"--bind-addr", "10.0.0.1", "--network-interface", "eth1", "--output-filename", "/o", "--verbose",
-		"-x", "A,B", "-x", "C=1,2", "--fusion-threshold-mb", "8", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
+		"--metrics-dir", "/m", "-x", "A,B", "-x", "C=1,2", "--fusion-threshold-mb", "8", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
 		"--stall-check-time", "30s", "--stall-shutdown-time", "2m", "--timeline-filename", "/t.json",
 		"--log-level", "debug", "--op-timeout", "1.5", "--min-np", "2", "--reset-limit", "5",
 		"--", "./train", "-np", "9", "--epochs", "3")
@@ -46,6 +46,7 @@ func TestFlagsToConfig(t *testing.T) {
 	want.StallWarning, want.StallShutdown, want.TimelinePath = 30*time.Second, 2*time.Minute, "/t.json"
 	want.LogLevel, want.OpTimeout = "debug", 1500*time.Millisecond
 	want.MinNP, want.ResetLimit = 2, 5
+	want.MetricsDir = "/m"
 	if !slices.Equal(cfg.Hosts, want.Hosts) || !slices.Equal(cfg.Command, want.Command) ||
 		!slices.Equal(cfg.ForwardEnv, want.ForwardEnv) {
 		t.Errorf("hosts %v, command %q, -x %q", cfg.Hosts, cfg.Command, cfg.ForwardEnv)
@@ -64,7 +65,7 @@ func equalConfig(a, b runner.Config) bool { return fmtConfig(a) == fmtConfig(b) 
 func fmtConfig(c runner.Config) string {
 	return fmt.Sprint(c.NP, c.Dir, c.StartTimeout, c.BindAddr, c.NetworkInterface, c.OutputDir, c.Verbose,
 		c.SSHPort, c.SSHIdentityFile, c.SSHConnectTimeout, c.FusionThreshold, c.CycleTime, c.CacheCapacity,
-		c.StallWarning, c.StallShutdown, c.TimelinePath, c.LogLevel, c.OpTimeout, c.GracePeriod, c.MinNP, c.ResetLimit)
+		c.StallWarning, c.StallShutdown, c.TimelinePath, c.LogLevel, c.OpTimeout, c.GracePeriod, c.MinNP, c.ResetLimit, c.MetricsDir)
 }
 
 func TestFlagsDefaults(t *testing.T) {

@@ -76,8 +76,12 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 	if d.joinDone {
 		e.joinDone(d.lastJoined)
 	}
-	e.count(decided.Sub(start), a.gather != nil, early, d.cached, d.negotiated)
-	if err := e.perform(ctx, &d); err != nil {
+	earlyBytes := 0
+	if early {
+		earlyBytes = a.early.resp.req.Bytes()
+	}
+	e.count(decided.Sub(start), a.gather != nil, earlyBytes, early, d.cached, d.negotiated)
+	if err := e.perform(ctx, &d, decided); err != nil {
 		return false, false, err
 	}
 	e.retune(d.tune)
@@ -137,9 +141,9 @@ func (e *Engine) note(n *logNote) {
 }
 
 // count adds a cycle to the statistics: its negotiation time, whether it
-// gathered, whether an early all-reduce completed in it, and how many
-// operations the cache and the message table decided.
-func (e *Engine) count(negotiation time.Duration, gathered, early bool, cached, negotiated int) {
+// gathered, whether an early all-reduce (of earlyBytes) completed in it,
+// and how many operations the cache and the message table decided.
+func (e *Engine) count(negotiation time.Duration, gathered bool, earlyBytes int, early bool, cached, negotiated int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stats.Cycles++
@@ -147,6 +151,9 @@ func (e *Engine) count(negotiation time.Duration, gathered, early bool, cached, 
 		e.stats.Batches++
 		e.stats.Tensors++
 		e.stats.Early++
+		ks := &e.stats.Kinds[KindAllreduce]
+		ks.Tensors++
+		ks.Bytes += uint64(earlyBytes)
 	}
 	if e.driving {
 		e.stats.Driven++

@@ -65,6 +65,17 @@ type Stats struct {
 	Tensors     uint64        // all-reduced tensors in those batches
 	Driven      uint64        // cycles run by a caller waiting for its operation (Handle.Drive)
 	Early       uint64        // all-reduces completed by the negotiation exchange itself (counted in Batches too)
+	// Kinds counts the operations this rank ran, by Kind (index
+	// KindAllreduce and so on; 0 is unused). Early all-reduces count
+	// their tensor and bytes; their time is in Negotiation.
+	Kinds [KindBarrier + 1]KindStats
+}
+
+// KindStats counts the operations of one kind.
+type KindStats struct {
+	Tensors uint64        // tensors
+	Bytes   uint64        // their bytes on this rank (what it submitted, or the zeros of a joined rank)
+	Time    time.Duration // time running their batches, each from the end of the cycle's decision or of the batch before
 }
 
 // Engine runs named collective operations that ranks submit in any order;

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gorovod/gorovod/collective"
 )
@@ -10,7 +11,10 @@ import (
 // perform executes a cycle's decision: its batches in the planned order
 // (fused all-reduces, the other operations one by one), completing the
 // tasks; the members of a group complete together, after the whole cycle.
-func (e *Engine) perform(ctx context.Context, d *decision) error {
+//
+// start is when the decision was made: each batch's time, for Stats.Kinds,
+// runs from the end of the one before (one clock read a batch).
+func (e *Engine) perform(ctx context.Context, d *decision, start time.Time) error {
 	if len(d.tasks) == 0 {
 		return nil
 	}
@@ -23,6 +27,9 @@ func (e *Engine) perform(ctx context.Context, d *decision) error {
 		if err := e.runBatch(ctx, batch); err != nil {
 			return err
 		}
+		end := e.now()
+		e.countKind(batch, end.Sub(start))
+		start = end
 		for _, t := range batch {
 			if t.resp.req.Group == 0 {
 				e.complete(t)
@@ -114,6 +121,25 @@ func (t *task) buffer() []byte {
 		return t.en.data
 	}
 	return make([]byte, t.resp.req.Bytes())
+}
+
+// countKind adds a batch that took d to the statistics of its kind
+// (Stats.Kinds).
+func (e *Engine) countKind(batch []*task, d time.Duration) {
+	var n uint64
+	for _, t := range batch {
+		n += uint64(t.resp.req.Bytes())
+	}
+	k := batch[0].resp.req.Kind
+	if !k.Valid() {
+		return
+	}
+	e.mu.Lock()
+	ks := &e.stats.Kinds[k]
+	ks.Tensors += uint64(len(batch))
+	ks.Bytes += n
+	ks.Time += d
+	e.mu.Unlock()
 }
 
 func (e *Engine) countBatch(n int) {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/gomlx/gomlx/backends/simplego"
 
+	hvdgomlx "github.com/gorovod/gorovod/frameworks/gomlx"
+
 	"github.com/gorovod/gorovod/hvd"
 )
 
@@ -60,11 +62,18 @@ func mainErr(args []string) error {
 	}
 	// Init gave this rank its share of the host's processors
 	// (GOMAXPROCS); simplego would otherwise start a worker per CPU in
-	// every rank.
-	backend, err := simplego.New(fmt.Sprintf("parallelism=%d", runtime.GOMAXPROCS(0)))
+	// every rank. ops_sequential runs one operation at a time, each
+	// splitting its work over the workers: simplego v0.26.0's parallel
+	// executor deadlocked here at parallelism 1 (np 2 on 2 CPUs), two
+	// matrix products holding both worker slots while each waited for
+	// one more.
+	plain, err := simplego.New(fmt.Sprintf("parallelism=%d,ops_sequential", runtime.GOMAXPROCS(0)))
 	if err != nil {
 		return err
 	}
+	// simplego differentiates neither the convolution nor the max-pooling
+	// on its own; Trainable adds what their gradients need.
+	backend := hvdgomlx.Trainable(plain)
 	if rt.Rank() == 0 {
 		fmt.Printf("%s: %d training and %d test examples; np %d, global batch %d (%d a rank), %d epochs, backend %s\n",
 			source, tr.len(), te.len(), rt.Size(), cfg.batch, cfg.batch/rt.Size(), cfg.epochs, backend.Name())

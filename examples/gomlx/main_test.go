@@ -2,15 +2,13 @@ package main
 
 import (
 	"math"
-	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 
+	hvdgomlx "github.com/gorovod/gorovod/frameworks/gomlx"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
 )
@@ -23,47 +21,12 @@ var (
 func theBackend(t *testing.T) backends.Backend {
 	backendOnce.Do(func() {
 		var err error
-		if backend, err = simplego.New(""); err != nil {
+		if backend, err = simplego.New("ops_sequential"); err != nil {
 			t.Fatal(err)
 		}
+		backend = hvdgomlx.Trainable(backend)
 	})
 	return backend
-}
-
-// The gathered 3×3 convolution (patches3x3 times a kernel) equals GoMLX's
-// own graph.Convolve with "same" padding.
-func TestConvMatchesGoMLXConvolve(t *testing.T) {
-	const b, h, w, c, f = 2, 5, 4, 3, 2
-	r := rand.New(rand.NewPCG(1, 2))
-	xs := make([]float32, b*h*w*c)
-	for i := range xs {
-		xs[i] = r.Float32()*2 - 1
-	}
-	ks := make([]float32, 3*3*c*f) // [3, 3, c, f]: GoMLX's kernel layout
-	for i := range ks {
-		ks[i] = r.Float32()*2 - 1
-	}
-	e, err := graph.NewExec(theBackend(t), func(x, k *graph.Node) (*graph.Node, *graph.Node) {
-		want := graph.Convolve(x, k).Strides(1).PadSame().Done()
-		got := graph.MatMul(patches3x3(x), graph.Reshape(k, 9*c, f))
-		return want, got
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := e.Exec(tensors.FromFlatDataAndDimensions(xs, b, h, w, c), tensors.FromFlatDataAndDimensions(ks, 3, 3, c, f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, got := tensors.MustCopyFlatData[float32](out[0]), tensors.MustCopyFlatData[float32](out[1])
-	if len(want) != b*h*w*f || len(got) != len(want) {
-		t.Fatalf("%d and %d outputs, want %d", len(want), len(got), b*h*w*f)
-	}
-	for i := range want {
-		if math.Abs(float64(want[i]-got[i])) > 1e-5 {
-			t.Fatalf("output %d: gathered convolution %v, graph.Convolve %v", i, got[i], want[i])
-		}
-	}
 }
 
 // On a reduced set (the first 1280 Fashion-MNIST training images, or

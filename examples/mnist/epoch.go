@@ -32,6 +32,9 @@ func (t *trainer) epoch(ctx context.Context, epoch int) (epochStats, bool, error
 		t.step++
 		samples += len(batch) * t.rt.Size()
 		lossSum, lossN = lossSum+loss, lossN+1
+		// For gorun --metrics-dir: this rank's loss, the job's rate so far
+		// this epoch, the learning rate (buffered; never blocks).
+		t.rt.LogScalars(t.step, map[string]float64{"loss": loss, "lr": t.opt.LR(), "samples_per_second": float64(samples) / since(start)})
 		if err := t.maybeSave(s+1 == t.spe); err != nil {
 			return epochStats{}, false, err
 		}
@@ -85,6 +88,7 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, samples
 		return epochStats{}, false, err
 	}
 	st := epochStats{Epoch: epoch + 1, Loss: avg, Accuracy: acc, SamplesPerSec: float64(samples) / secs, Seconds: secs}
+	t.rt.LogScalars(t.step, map[string]float64{"epoch_loss": avg, "test_accuracy": acc})
 	t.printf("epoch %d: loss %.4f  test accuracy %.2f%%  %.0f samples/s (%.1f s)\n", st.Epoch, st.Loss, 100*st.Accuracy, st.SamplesPerSec, st.Seconds)
 	return st, true, nil
 }

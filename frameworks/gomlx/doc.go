@@ -28,6 +28,14 @@
 // backend; it costs one more graph execution and two copies of the
 // gradients per step.
 //
+// # Convolutions and pooling on the pure-Go backend
+//
+// GoMLX v0.26.0's simplego runs layers.Convolution and graph.MaxPool
+// forward but cannot differentiate them; Trainable(backend) adds the
+// operations their gradients need, composed from ones every backend has,
+// and computes convolutions as matrix products, which simplego runs
+// faster than its own convolution.
+//
 // This package lives in its own module, so that gorovod's module does not
 // depend on GoMLX.
 package hvdgomlx

@@ -73,3 +73,43 @@ func Example() {
 	// global step: 20
 	// weights equal on both ranks: true
 }
+
+// On simplego, GoMLX's convolution and max-pooling train only through
+// Trainable, which adds the operations their gradients use.
+func ExampleTrainable() {
+	plain, err := simplego.New("ops_sequential")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	backend := hvdgomlx.Trainable(plain)
+	// d/dk and d/dx of the sum of a 2×2 max-pooling of a 3×3 convolution.
+	e, err := graph.NewExec(backend, func(x, k *graph.Node) (*graph.Node, *graph.Node) {
+		y := graph.Convolve(x, k).PadSame().Done()
+		loss := graph.ReduceAllSum(graph.MaxPool(y).Window(2).Done())
+		g := graph.Gradient(loss, x, k)
+		return g[0], g[1]
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x := make([]float32, 16) // one 4×4 image, one channel: 0, 1, …, 15
+	for i := range x {
+		x[i] = float32(i)
+	}
+	k := []float32{0, 0, 0, 0, 1, 0, 0, 0, 0} // the identity kernel
+	out, err := e.Exec(tensors.FromFlatDataAndDimensions(x, 1, 4, 4, 1), tensors.FromFlatDataAndDimensions(k, 3, 3, 1, 1))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("d/dx:", tensors.MustCopyFlatData[float32](out[0]))
+	fmt.Println("d/dk:", tensors.MustCopyFlatData[float32](out[1]))
+	// The gradient reaches x at each window's maximum, (1,1), (1,3), (3,1)
+	// and (3,3); k's at offset (dy, dx) sums x at those places moved by
+	// (dy−1, dx−1), zero outside the image: 0+2+8+10 = 20 for (0, 0).
+	// Output:
+	// d/dx: [0 0 0 0 0 1 0 1 0 0 0 0 0 1 0 1]
+	// d/dk: [20 24 12 36 40 20 18 20 10]
+}

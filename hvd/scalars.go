@@ -1,0 +1,301 @@
+package hvd
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorovod/gorovod/collective/engine"
+	"github.com/gorovod/gorovod/rendezvous"
+)
+
+// Bounds of the scalars a runtime publishes (LogScalars).
+const (
+	// ScalarBuffer is how many points wait for the next send at most;
+	// more are dropped and counted.
+	ScalarBuffer = 8192
+	// ScalarInterval is how often the buffered points go to gorun.
+	ScalarInterval = 250 * time.Millisecond
+	// scalarSendTimeout bounds one send, and so what Shutdown adds for
+	// the last one.
+	scalarSendTimeout = time.Second
+)
+
+// LogScalars publishes scalars of training step step (loss, accuracy,
+// learning rate, samples per second) on the default runtime; see
+// Runtime.LogScalars. Before Init it does nothing.
+func LogScalars(step int64, scalars map[string]float64) {
+	if rt := Default(); rt != nil {
+		rt.LogScalars(step, scalars)
+	}
+}
+
+// LogScalars publishes scalars of training step step to gorun, which
+// keeps them, with this rank's runtime series, for --metrics-dir (and its
+// dashboard). It never blocks and is cheap enough for every step (see
+// BenchmarkLogScalars): the values are copied into a buffer of
+// ScalarBuffer points that a goroutine sends every ScalarInterval, and
+// once more in Shutdown (which then waits at most about a second). Points
+// that find the buffer full, whose send fails, or that nobody takes
+// (gorun without --metrics-dir; a job that gorun did not start, whose
+// rank 0 serves the rendezvous) are dropped and counted (DroppedScalars,
+// and the series hvd/dropped_points).
+//
+// From the first call on, every send also carries the runtime's own
+// series, cumulative since the runtime started unless said otherwise, at
+// the step of the latest call:
+//
+//	hvd/step                         the step of the latest LogScalars
+//	hvd/step_seconds                 wall time per step since the last send
+//	hvd/comm_share                   the share of that time the engine spent
+//	                                 running collectives and negotiating: an
+//	                                 upper bound on the time training waited
+//	                                 for them (overlapped time counts too)
+//	hvd/KIND_bytes, _tensors, _seconds  per kind of collective (allreduce,
+//	                                 allgather, broadcast, alltoall,
+//	                                 reducescatter), this rank's bytes
+//	hvd/allreduce_busbw              all-reduce bus bandwidth since the last
+//	                                 send, bytes per second (bytes/time ×
+//	                                 2(size-1)/size)
+//	hvd/cycles, hvd/negotiation_seconds  negotiation cycles and their time
+//	hvd/cache_hit_rate               responses from the response cache ÷ all
+//	hvd/fused_tensors_per_batch      all-reduced tensors ÷ all-reduce batches
+//	hvd/link_sent_bytes/P            bytes sent to rank P (shared memory or TCP)
+//	hvd/link_recv_bytes/P            bytes received from rank P
+//	hvd/dropped_points               points this rank dropped
+//
+// Link bytes are counted only under gorun. Names of scalars should not
+// start with "hvd/".
+func (r *Runtime) LogScalars(step int64, scalars map[string]float64) {
+	r.pub.log(step, scalars)
+}
+
+// DroppedScalars counts the points of LogScalars (and runtime series)
+// that this runtime dropped.
+func (r *Runtime) DroppedScalars() int64 {
+	if r.pub == nil {
+		return 0
+	}
+	return r.pub.dropped.Load()
+}
+
+// publisher buffers a runtime's points and sends them to gorun.
+type publisher struct {
+	r       *Runtime
+	rdv     *rendezvous.Client // nil: every point is dropped
+	rank    int
+	dropped atomic.Int64
+	deaf    atomic.Bool // the server takes no metrics, or there is none
+
+	mu      sync.Mutex
+	buf     []rendezvous.MetricPoint
+	spare   []rendezvous.MetricPoint
+	step    int64     // the latest step logged
+	stepAt  time.Time // when it was first logged
+	logged  bool      // LogScalars was called
+	sentFor int64     // the step of the last runtime series sent
+	prev    sample    // the counters at the last runtime series sent
+
+	stop    chan struct{}
+	done    chan struct{}
+	stopped sync.Once
+}
+
+// sample is what the runtime series are computed from.
+type sample struct {
+	at     time.Time // when the step was first logged
+	step   int64
+	engine engine.Stats
+}
+
+// newPublisher makes r's publisher; it sends only where r has gorun's
+// rendezvous client, from a goroutine that start runs.
+func newPublisher(r *Runtime) *publisher {
+	p := &publisher{r: r, rdv: r.rdv, rank: r.env.Rank}
+	if p.rdv == nil {
+		p.deaf.Store(true)
+	}
+	return p
+}
+
+// start runs the sending goroutine ("hvd-scalars").
+func (p *publisher) start() {
+	if p.deaf.Load() {
+		return
+	}
+	p.buf = make([]rendezvous.MetricPoint, 0, 256)
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go p.run()
+}
+
+// log copies the scalars of step into the buffer.
+func (p *publisher) log(step int64, scalars map[string]float64) {
+	if p == nil {
+		return
+	}
+	if p.deaf.Load() {
+		p.dropped.Add(int64(len(scalars)))
+		return
+	}
+	now := time.Now()
+	t := now.UnixNano()
+	p.mu.Lock()
+	if !p.logged || step != p.step {
+		p.step, p.stepAt, p.logged = step, now, true
+	}
+	n := 0
+	for name, v := range scalars {
+		if len(p.buf) == ScalarBuffer {
+			break
+		}
+		p.buf = append(p.buf, rendezvous.MetricPoint{Step: step, Time: t, Name: name, Value: v})
+		n++
+	}
+	p.mu.Unlock()
+	if n < len(scalars) {
+		p.dropped.Add(int64(len(scalars) - n))
+	}
+}
+
+// run sends every ScalarInterval until stop.
+func (p *publisher) run() {
+	defer close(p.done)
+	t := time.NewTicker(ScalarInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			p.flush()
+		case <-p.stop:
+			p.flush()
+			return
+		}
+	}
+}
+
+// close sends what is left (bounded by scalarSendTimeout) and stops the
+// goroutine; without send, it drops what is left.
+func (p *publisher) close(send bool) {
+	if p == nil || p.stop == nil {
+		return
+	}
+	if !send {
+		p.deaf.Store(true)
+	}
+	p.stopped.Do(func() { close(p.stop) })
+	<-p.done
+}
+
+// flush sends the buffered points and, when the step moved on, the
+// runtime series.
+func (p *publisher) flush() {
+	p.mu.Lock()
+	batch := p.buf
+	p.buf = p.spare[:0]
+	cur := sample{at: p.stepAt, step: p.step}
+	due := p.logged && (cur.step != p.sentFor || p.prev.at.IsZero())
+	p.mu.Unlock()
+	if due {
+		cur.engine = p.r.engine.Stats()
+		batch = p.runtimeSeries(batch, cur)
+	}
+	if len(batch) > 0 {
+		if p.deaf.Load() {
+			p.dropped.Add(int64(len(batch)))
+		} else {
+			p.send(batch)
+		}
+	}
+	p.mu.Lock()
+	p.spare = batch[:0]
+	p.mu.Unlock()
+}
+
+// send sends batch in calls of at most rendezvous.MaxMetricPoints points,
+// counting what fails as dropped.
+func (p *publisher) send(batch []rendezvous.MetricPoint) {
+	for len(batch) > 0 {
+		n := min(len(batch), rendezvous.MaxMetricPoints)
+		ctx, cancel := context.WithTimeout(context.Background(), scalarSendTimeout)
+		err := p.rdv.PushMetrics(ctx, p.rank, batch[:n])
+		cancel()
+		if err != nil {
+			p.dropped.Add(int64(len(batch)))
+			if errors.Is(err, rendezvous.ErrNoMetrics) || errors.Is(err, rendezvous.ErrClosed) {
+				p.deaf.Store(true) // nobody listens: drop at once from now on
+			}
+			p.r.log.Debug("hvd: metrics not sent", "points", len(batch), "err", err)
+			return
+		}
+		batch = batch[n:]
+	}
+}
+
+// kindNames are the kinds of collective with runtime series.
+var kindNames = []engine.Kind{engine.KindAllreduce, engine.KindAllgather, engine.KindBroadcast,
+	engine.KindAlltoall, engine.KindReducescatter}
+
+// runtimeSeries appends the runtime's points at cur's step (see
+// LogScalars) and remembers cur for the next.
+func (p *publisher) runtimeSeries(out []rendezvous.MetricPoint, cur sample) []rendezvous.MetricPoint {
+	t := time.Now().UnixNano()
+	add := func(name string, v float64) {
+		out = append(out, rendezvous.MetricPoint{Step: cur.step, Time: t, Name: name, Value: v, Runtime: true})
+	}
+	st := cur.engine
+	add("hvd/step", float64(cur.step))
+	prev := p.prev
+	busy := func(s engine.Stats) time.Duration {
+		d := s.Negotiation
+		for _, k := range kindNames {
+			d += s.Kinds[k].Time
+		}
+		return d
+	}
+	if !prev.at.IsZero() && cur.step > prev.step {
+		wall := cur.at.Sub(prev.at)
+		add("hvd/step_seconds", wall.Seconds()/float64(cur.step-prev.step))
+		if wall > 0 {
+			add("hvd/comm_share", float64(busy(st)-busy(prev.engine))/float64(wall))
+		}
+		ar, par := st.Kinds[engine.KindAllreduce], prev.engine.Kinds[engine.KindAllreduce]
+		if n := p.r.Size(); ar.Time > par.Time && n > 1 {
+			algbw := float64(ar.Bytes-par.Bytes) / (ar.Time - par.Time).Seconds()
+			add("hvd/allreduce_busbw", algbw*2*float64(n-1)/float64(n))
+		}
+	}
+	for _, k := range kindNames {
+		ks := st.Kinds[k]
+		if ks.Tensors == 0 {
+			continue
+		}
+		name := "hvd/" + k.String()
+		add(name+"_bytes", float64(ks.Bytes))
+		add(name+"_tensors", float64(ks.Tensors))
+		add(name+"_seconds", ks.Time.Seconds())
+	}
+	add("hvd/cycles", float64(st.Cycles))
+	add("hvd/negotiation_seconds", st.Negotiation.Seconds())
+	if n := st.Cached + st.Negotiated; n > 0 {
+		add("hvd/cache_hit_rate", float64(st.Cached)/float64(n))
+	}
+	if st.Batches > 0 {
+		add("hvd/fused_tensors_per_batch", float64(st.Tensors)/float64(st.Batches))
+	}
+	if b := p.r.links; b != nil {
+		for peer, c := range b.conns {
+			if bc, ok := c.(*blameConn); ok {
+				add("hvd/link_sent_bytes/"+strconv.Itoa(peer), float64(bc.sent.Load()))
+				add("hvd/link_recv_bytes/"+strconv.Itoa(peer), float64(bc.recv.Load()))
+			}
+		}
+	}
+	add("hvd/dropped_points", float64(p.dropped.Load()))
+	p.mu.Lock()
+	p.prev, p.sentFor = cur, cur.step
+	p.mu.Unlock()
+	return out
+}

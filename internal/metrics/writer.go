@@ -1,0 +1,183 @@
+package metrics
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// DefaultWriterLimit bounds a metrics.jsonl file: 1 GiB.
+const DefaultWriterLimit = 1 << 30
+
+// FlushInterval is how often a Writer flushes what it buffered.
+const FlushInterval = time.Second
+
+// Writer writes points and events to a file as JSON lines (metrics.jsonl):
+// a point is a Point's JSON ({"rank":0,"host":"a","step":10,"time":...,
+// "kind":"scalar","name":"loss","value":0.5}), an event is an Event's
+// JSON inside {"event":{...}}. It buffers, flushes every FlushInterval and
+// on Close, and stops writing, with one warning in the log, before the
+// file would pass its limit. Its methods are safe for concurrent use.
+type Writer struct {
+	log   *slog.Logger
+	limit int64
+
+	mu      sync.Mutex
+	f       *os.File
+	w       *bufio.Writer
+	line    []byte
+	written int64
+	full    bool  // the limit was reached
+	err     error // the first write error
+	closed  bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// eventLine is how an event appears in the file.
+type eventLine struct {
+	Event Event `json:"event"`
+}
+
+// NewWriter creates (or truncates) path and returns a Writer to it that
+// writes at most limit bytes (0: DefaultWriterLimit). log gets the
+// warning when the limit is reached; nil discards it.
+func NewWriter(path string, limit int64, log *slog.Logger) (*Writer, error) {
+	if limit <= 0 {
+		limit = DefaultWriterLimit
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	w := &Writer{log: log, limit: limit, f: f, w: bufio.NewWriterSize(f, 64<<10),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go w.flusher()
+	return w, nil
+}
+
+// flusher flushes every FlushInterval until Close ("metrics-writer").
+func (w *Writer) flusher() {
+	defer close(w.done)
+	t := time.NewTicker(FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			w.mu.Lock()
+			w.flushLocked()
+			w.mu.Unlock()
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// flushLocked flushes the buffer, keeping the first error; w.mu is held.
+func (w *Writer) flushLocked() {
+	if w.closed {
+		return
+	}
+	if err := w.w.Flush(); err != nil && w.err == nil {
+		w.err = err
+		w.log.Warn("metrics: cannot write the metrics file; no more metrics go to it", "file", w.f.Name(), "err", err)
+	}
+}
+
+// WritePoints writes one line per point.
+func (w *Writer) WritePoints(points []Point) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range points {
+		if !w.writeLocked(&points[i]) {
+			return
+		}
+	}
+}
+
+// WriteEvent writes one line for e.
+func (w *Writer) WriteEvent(e Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writeLocked(eventLine{e})
+}
+
+// writeLocked writes v as one line and reports whether the Writer still
+// writes; w.mu is held.
+func (w *Writer) writeLocked(v any) bool {
+	if w.closed || w.full || w.err != nil {
+		return false
+	}
+	b, err := json.Marshal(v)
+	if err != nil { // a NaN or an infinite value: JSON has none
+		b, err = json.Marshal(nonFinite(v))
+		if err != nil {
+			return true
+		}
+	}
+	if w.written+int64(len(b))+1 > w.limit {
+		w.full = true
+		w.log.Warn("metrics: the metrics file reached its size limit; no more metrics go to it", "file", w.f.Name(), "limit_bytes", w.limit)
+		return false
+	}
+	w.line = append(append(w.line[:0], b...), '\n')
+	if _, err := w.w.Write(w.line); err != nil {
+		w.err = err
+		w.log.Warn("metrics: cannot write the metrics file; no more metrics go to it", "file", w.f.Name(), "err", err)
+		return false
+	}
+	w.written += int64(len(w.line))
+	return true
+}
+
+// nonFinite returns a point whose value JSON cannot hold as a map with the
+// value as a string ("NaN", "+Inf", "-Inf"); other values as they are.
+func nonFinite(v any) any {
+	p, ok := v.(*Point)
+	if !ok {
+		return v
+	}
+	type alias Point
+	return struct {
+		*alias
+		Value string `json:"value"`
+	}{(*alias)(p), fmt.Sprint(p.Value)}
+}
+
+// Written is how many bytes the Writer has accepted (buffered or written).
+func (w *Writer) Written() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written
+}
+
+// Close flushes and closes the file and returns the first error.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.flushLocked()
+	w.closed = true
+	err := w.err
+	if cerr := w.f.Close(); err == nil && cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+		err = cerr
+	}
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.done
+	if err != nil {
+		return fmt.Errorf("metrics: %s: %w", w.f.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gorovod/gorovod/internal/metrics"
+	"github.com/gorovod/gorovod/rendezvous"
+)
+
+// MetricsFile is the name of the file in Config.MetricsDir.
+const MetricsFile = "metrics.jsonl"
+
+// NewMetricsStore makes the Store of c's job (see Config.Metrics): its
+// label is the program and -np, and with c.MetricsDir set it writes
+// DIR/metrics.jsonl (the directory is created). Close it after Launch.
+func NewMetricsStore(c Config) (*metrics.Store, error) {
+	mc := metrics.Config{Job: jobLabel(c), Logger: c.logger()}
+	if c.MetricsDir != "" {
+		if err := os.MkdirAll(c.MetricsDir, 0o755); err != nil {
+			return nil, fmt.Errorf("runner: metrics directory: %w", err)
+		}
+		w, err := metrics.NewWriter(filepath.Join(c.MetricsDir, MetricsFile), 0, c.logger())
+		if err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+		mc.Out = w
+	}
+	return metrics.NewStore(mc), nil
+}
+
+// jobLabel is "train -np 4": the program's name and the number of ranks.
+func jobLabel(c Config) string {
+	prog := "job"
+	if len(c.Command) > 0 {
+		prog = filepath.Base(c.Command[0])
+	}
+	return prog + " -np " + strconv.Itoa(c.NP)
+}
+
+// openMetrics returns the Store of the job (c.Metrics, or one made for
+// c.MetricsDir, or nil for neither) and what to do once the job is over:
+// mark it ended and, when made here, close it.
+func openMetrics(c Config, log *slog.Logger) (*metrics.Store, func(), error) {
+	if c.Metrics != nil {
+		return c.Metrics, c.Metrics.End, nil
+	}
+	if c.MetricsDir == "" {
+		return nil, func() {}, nil
+	}
+	st, err := NewMetricsStore(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() {
+		st.End()
+		if err := st.Close(); err != nil {
+			log.Warn("gorun: metrics", "err", err)
+		}
+	}, nil
+}
+
+// metricsReceiver is the rendezvous server's OnMetrics for st: the ranks'
+// points go into it. Nil without a Store, so that the ranks learn that
+// nobody takes their points and stop sending them.
+func metricsReceiver(st *metrics.Store) func(int, []rendezvous.MetricPoint) {
+	if st == nil {
+		return nil
+	}
+	return func(rank int, pts []rendezvous.MetricPoint) {
+		out := make([]metrics.Point, len(pts))
+		for i, p := range pts {
+			kind := metrics.Scalar
+			if p.Runtime {
+				kind = metrics.Runtime
+			}
+			out[i] = metrics.Point{Rank: rank, Step: p.Step, Time: time.Unix(0, p.Time), Kind: kind, Name: p.Name, Value: p.Value}
+		}
+		st.Add(out)
+	}
+}
+
+// rankStarted tells the job's Store that rank started on host.
+func (j *job) rankStarted(rank int, host string) {
+	if j.metrics == nil || rank == j.evaluatorIndex() {
+		return
+	}
+	j.metrics.SetRank(rank, host, "running")
+}
+
+// rankEnded tells the job's Store how rank ended: "exited" (status 0),
+// "killed" (it failed once the job was stopping), else "failed", with an
+// event of kind "exit" or "failure".
+func (j *job) rankEnded(rank int, err error) {
+	if j.metrics == nil || rank == j.evaluatorIndex() {
+		return
+	}
+	state, kind, text := "exited", "exit", "exited with status 0"
+	if err != nil {
+		state, kind, text = "failed", "failure", err.Error()
+		var ex *ExitError
+		if j.failure != nil || errors.As(err, &ex) && ex.Signal != "" {
+			state = "killed"
+		}
+		if j.failure != nil {
+			kind = "exit"
+		}
+	}
+	j.metrics.SetRank(rank, "", state)
+	j.metrics.AddEvent(metrics.Event{Rank: rank, Kind: kind, Text: text})
+}
+
+// jobEvent records an event of the whole job (rank -1) in its Store.
+func (j *job) jobEvent(kind, text string) {
+	if j.metrics != nil {
+		j.metrics.AddEvent(metrics.Event{Rank: -1, Kind: kind, Text: text})
+	}
+}

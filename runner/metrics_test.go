@@ -1,0 +1,66 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/rendezvous"
+)
+
+func TestMetricsReceiverAndRankStates(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.NP, cfg.Command, cfg.MetricsDir = 3, []string{"/x/train"}, dir
+	st, err := NewMetricsStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &job{cfg: cfg, slots: make([]Slot, 3), metrics: st}
+	j.rankStarted(0, "a")
+	j.rankStarted(1, "b")
+	j.rankStarted(2, "b")
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	metricsReceiver(st)(1, []rendezvous.MetricPoint{{Step: 5, Time: at.UnixNano(), Name: "loss", Value: 0.5},
+		{Step: 5, Time: at.UnixNano(), Name: "hvd/step", Value: 5, Runtime: true}})
+	j.rankEnded(0, nil)
+	j.rankEnded(1, &ExitError{Rank: 1, Host: "b", Status: 3})
+	j.failure = errors.New("rank 1 failed")
+	j.rankEnded(2, &ExitError{Rank: 2, Host: "b", Status: -1, Signal: "SIGTERM"})
+	snap := st.Snapshot()
+	if snap.Job != "train -np 3" {
+		t.Errorf("job label %q", snap.Job)
+	}
+	want := map[int]string{0: "exited", 1: "failed", 2: "killed"}
+	for _, ri := range snap.Ranks {
+		if ri.State != want[ri.Rank] {
+			t.Errorf("rank %d: state %q, want %q", ri.Rank, ri.State, want[ri.Rank])
+		}
+	}
+	if snap.Ranks[1].Host != "b" || snap.Ranks[1].Step != 5 {
+		t.Errorf("rank 1: %+v", snap.Ranks[1])
+	}
+	var kinds []string
+	for _, e := range snap.Events {
+		kinds = append(kinds, e.Kind)
+	}
+	if strings.Join(kinds, ",") != "exit,failure,exit" {
+		t.Errorf("events %v", snap.Events)
+	}
+	if metricsReceiver(nil) != nil {
+		t.Error("a receiver without a store")
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"rank":1,"host":"b","step":5,"time":"2026-01-01T00:00:00Z","kind":"scalar","name":"loss","value":0.5`) {
+		t.Errorf("metrics.jsonl:\n%s", b)
+	}
+}
