@@ -15,7 +15,8 @@ const (
 	// launch tests (launchtest: mpirun, mpiexec, Slurm, manual starts).
 	RequireCluster = "GOROVOD_REQUIRE_CLUSTER"
 	// RequireTools: zsh and groff, which check gorun's completion script
-	// and manual page (cmd/gorun).
+	// and manual page (cmd/gorun), and Chromium, which loads the
+	// dashboard's page (internal/dashboard).
 	RequireTools = "GOROVOD_REQUIRE_TOOLS"
 )
 

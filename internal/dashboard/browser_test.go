@@ -1,0 +1,161 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/internal/metrics"
+	"github.com/gorovod/gorovod/internal/testenv"
+)
+
+// chromium finds Debian's chromium (installed by .ci/run), or skips
+// unless the tools are required.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if testenv.Required(testenv.RequireTools) {
+		t.Fatalf("no chromium here, and %s is set", testenv.RequireTools)
+	}
+	t.Skip("no chromium here (apt-get install chromium)")
+	return ""
+}
+
+// pageState is what the test reads of the page's DOM.
+type pageState struct {
+	Rows    int            `json:"rows"`
+	Points  map[string]int `json:"points"`
+	Cells   int            `json:"cells"`
+	Events  int            `json:"events"`
+	Updates int            `json:"updates"`
+	Status  string         `json:"status"`
+	Text    string         `json:"text"`
+}
+
+const readPage = `(() => {
+  const st = document.getElementById('status');
+  if (!st) return {points: {}};
+  const points = {};
+  for (const c of document.querySelectorAll('.chart[data-series]')) points[c.dataset.series] = +c.dataset.points;
+  return {
+    rows: document.querySelectorAll('#ranks tr[data-rank]').length,
+    points: points,
+    cells: document.querySelectorAll('#heatmap .cell[data-from][data-to]').length,
+    events: document.querySelectorAll('#events li').length,
+    updates: +(document.body.dataset.updates || 0),
+    status: st.dataset.state,
+    text: st.textContent,
+  };
+})()`
+
+// TestBrowser loads the page of a running job in headless Chromium,
+// waits for its charts to fill, checks that they grow from the stream,
+// ends the job, reloads, and saves a screenshot.
+func TestBrowser(t *testing.T) {
+	bin := chromium(t)
+	const ranks = 4
+	f := newFakeSource("browser np=4")
+	s := serve(t, Config{Source: f, RequireToken: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	fed := make(chan int64, 1)
+	go func() { fed <- feed(ctx, f, ranks, 1, 50*time.Millisecond) }()
+	stopFeed := func() {
+		if cancel != nil {
+			cancel()
+			<-fed
+			cancel = nil
+		}
+	}
+	defer stopFeed()
+	waitFor(t, "points", func() bool { return len(f.Snapshot().Series) > 0 })
+
+	b := startBrowser(t, bin)
+	// The token in the address: the page sets its cookie and drops it.
+	if err := b.call("Page.navigate", map[string]any{"url": s.URL()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var p pageState
+	read := func() pageState {
+		t.Helper()
+		var p pageState
+		if err := b.eval(readPage, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	waitFor(t, "the charts to have points from the stream", func() bool {
+		p = read()
+		return p.Points["loss"] > 0 && p.Updates > 0
+	})
+	if p.Rows != ranks {
+		t.Errorf("%d rank rows, want %d", p.Rows, ranks)
+	}
+	for _, name := range []string{"loss", "accuracy", "hvd/allreduce_bytes", "hvd/busbw_gbps", "hvd/step_seconds"} {
+		if p.Points[name] <= 0 {
+			t.Errorf("no points in the chart of %s: %v", name, p.Points)
+		}
+	}
+	if p.Cells != ranks*ranks {
+		t.Errorf("%d heat map cells, want %d", p.Cells, ranks*ranks)
+	}
+	if p.Events == 0 {
+		t.Error("no events listed")
+	}
+	if p.Status != "live" {
+		t.Errorf("status %q, want live", p.Status)
+	}
+	first := p
+	waitFor(t, "the loss chart to grow", func() bool {
+		p = read()
+		return p.Points["loss"] > first.Points["loss"] && p.Updates > first.Updates
+	})
+
+	stopFeed()
+	f.Add(metrics.Update{Ended: true, Events: []metrics.Event{{Time: time.Now(), Rank: -1, Kind: "exit", Text: "job done"}}})
+	f.Close()
+	waitFor(t, "the page to say the job ended", func() bool {
+		p = read()
+		return p.Status == "ended"
+	})
+	if p.Text != "job ended" {
+		t.Errorf("status text %q", p.Text)
+	}
+	// Reloaded after the end, from the cookie: all still there.
+	if err := b.call("Page.reload", map[string]any{"ignoreCache": true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := len(f.Snapshot().Series[0].Steps) * ranks
+	waitFor(t, "the reloaded page", func() bool {
+		p = read()
+		return p.Status == "ended" && p.Points["loss"] == want
+	})
+	if p.Rows != ranks || p.Cells != ranks*ranks || p.Events == 0 {
+		t.Errorf("the ended job's page: %+v", p)
+	}
+
+	var shot struct{ Data string }
+	if err := b.call("Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+		t.Fatal(err)
+	}
+	png, err := base64.StdEncoding.DecodeString(shot.Data)
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("screenshot: %d bytes, %v", len(png), err)
+	}
+	path := os.Getenv("GOROVOD_DASHBOARD_SCREENSHOT")
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "dashboard.png")
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(png))
+}
