@@ -74,6 +74,16 @@ type Config struct {
 	// with NewMetricsStore (which opens MetricsDir's file). With Metrics
 	// nil and MetricsDir set, Launch makes and closes one itself.
 	Metrics *metrics.Store
+	// Dashboard, if set, is the address (host:port) on which gorun serves
+	// the job's live dashboard, its /metrics for Prometheus and its JSON
+	// (gorun --dashboard; see package internal/dashboard). An empty host
+	// means 127.0.0.1; off loopback every request needs the token in the
+	// URL that gorun prints at the start.
+	Dashboard string
+	// DashboardLinger is how long gorun keeps serving the dashboard after
+	// the job ended, before it exits (gorun --dashboard-linger); a signal
+	// ends the wait at once. The exit status stays the job's.
+	DashboardLinger time.Duration
 	// TimestampOutput puts the time (UTC, milliseconds) before every line
 	// on the terminal (gorun --prefix-output-with-timestamp).
 	TimestampOutput bool

@@ -42,6 +42,8 @@ func (c Config) Validate() error {
 	check(c.SlotsPerHost >= 0, "--slots-per-host %d is negative", c.SlotsPerHost)
 	check(c.SlotsPerHost == 0 || c.DiscoveryScript != "", "--slots-per-host needs --host-discovery-script")
 	check(c.ElasticTimeout >= 0, "--elastic-timeout %v is negative", c.ElasticTimeout)
+	check(c.DashboardLinger >= 0, "--dashboard-linger %v is negative", c.DashboardLinger)
+	check(c.DashboardLinger == 0 || c.Dashboard != "", "--dashboard-linger needs --dashboard")
 	for _, r := range c.OutputRanks {
 		if c.PS > 0 {
 			check(r >= 0 && r < c.size(), "--output-ranks %d is not a rank of the %d of a chief, -np %d workers and --ps %d servers", r, c.size(), c.NP, c.PS)

@@ -68,7 +68,24 @@ import (
 // still running then is a *TaskError), and the evaluator has
 // EvaluatorTimeout. Launch returns nil only if the chief, every server
 // and the evaluator exited with status 0.
+//
+// With Config.Dashboard or Config.MetricsDir (and no Config.Metrics of
+// the caller's), Launch keeps the job's metrics in a Store of its own: it
+// serves the dashboard before the first rank starts and prints its
+// address, writes DIR/summary.svg when the job is over, and keeps the
+// dashboard up for Config.DashboardLinger before it returns.
 func Launch(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Metrics != nil || cfg.Dashboard == "" && cfg.MetricsDir == "" {
+		return launchJob(ctx, cfg)
+	}
+	return launchObserved(ctx, cfg)
+}
+
+// launchJob is Launch without the dashboard and the summary.
+func launchJob(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -125,6 +125,8 @@ func config(c *cli.Context, stdout, stderr io.Writer) (runner.Config, error) {
 	cfg.OutputDir, cfg.Verbose = c.String("output-filename"), c.Bool("verbose")
 	cfg.TimestampOutput = c.Bool("prefix-output-with-timestamp")
 	cfg.MetricsDir = c.String("metrics-dir")
+	cfg.Dashboard = c.String("dashboard")
+	cfg.DashboardLinger = c.Generic("dashboard-linger").(*duration).d
 	switch cfg.BindTo = c.String("bind-to"); cfg.BindTo {
 	case runner.BindCore, runner.BindNone:
 	default:

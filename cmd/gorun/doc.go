@@ -64,7 +64,10 @@
 //	--output-filename DIR  also write DIR/rank.RR/stdout and DIR/rank.RR/stderr
 //	--verbose              log the placement and the commands (never the secret)
 //	--metrics-dir DIR      write DIR/metrics.jsonl: the ranks' hvd.LogScalars
-//	                       scalars, their runtime series, the job's events
+//	                       scalars, their runtime series, the job's events;
+//	                       and DIR/summary.svg, their plots, at the end
+//	--dashboard ADDR       serve the job's live dashboard and /metrics on ADDR
+//	--dashboard-linger D   keep serving it D after the job ended
 //
 // gorun's own log shows warnings and errors; --verbose adds its info records
 // (placement, commands, ranks stopping), --log-level debug its debug records

@@ -72,7 +72,11 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "output-ranks", Category: catOutput,
 			Usage: "show only these ranks' output on the terminal, comma separated (0 or 0,3); all still go to --output-filename", DefaultText: "all"},
 		&cli.StringFlag{Name: "metrics-dir", Category: catOutput, TakesFile: true,
-			Usage: "write DIR/metrics.jsonl: every scalar the ranks publish with hvd.LogScalars, their runtime series (hvd/step_seconds, hvd/allreduce_bytes, ...) and the job's events, one JSON object a line, 1 GiB at most"},
+			Usage: "write DIR/metrics.jsonl: every scalar the ranks publish with hvd.LogScalars, their runtime series (hvd/step_seconds, hvd/allreduce_bytes, ...) and the job's events, one JSON object a line, 1 GiB at most; and DIR/summary.svg, their plots, when the job is over"},
+		&cli.StringFlag{Name: "dashboard", Category: catOutput,
+			Usage: "serve a live web dashboard of the job, its /metrics for Prometheus and its JSON on ADDR (host:port; an empty host means 127.0.0.1); off loopback, gorun prints a URL with the token every request needs"},
+		&cli.GenericFlag{Name: "dashboard-linger", Category: catOutput, Value: &duration{},
+			Usage: "keep serving --dashboard this long after the job ended before gorun exits (Ctrl-C ends it sooner); the exit status stays the job's", DefaultText: "0s"},
 		&cli.BoolFlag{Name: "prefix-output-with-timestamp", Category: catOutput, Usage: "put the time (UTC, milliseconds) before every line of the ranks' output on the terminal"},
 		&cli.BoolFlag{Name: "verbose", Category: catOutput, Usage: "log the rank placement and the commands run, at info level (write --verbose=false to unset)"},
 
