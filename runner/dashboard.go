@@ -18,11 +18,13 @@ const SummaryFile = "summary.svg"
 // dashboard on Config.Dashboard and the summary in Config.MetricsDir (see
 // Launch).
 func launchObserved(ctx context.Context, cfg Config) error {
-	cfg, err := cfg.withDefaults()
+	// The defaults for the output and the log; launchJob gets cfg as it
+	// came (it validates it again, which some defaults would fail).
+	d, err := cfg.withDefaults()
 	if err != nil {
 		return err
 	}
-	log := cfg.logger()
+	log, stderr := d.logger(), d.Stderr
 	st, err := NewMetricsStore(cfg)
 	if err != nil {
 		return err
@@ -40,7 +42,7 @@ func launchObserved(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("%w: --dashboard %s: %v", ErrConfig, cfg.Dashboard, err)
 		}
 		defer dash.Close()
-		fmt.Fprintf(cfg.Stderr, "gorun: dashboard at %s\n", dash.URL())
+		fmt.Fprintf(stderr, "gorun: dashboard at %s\n", dash.URL())
 	}
 	jobErr := launchJob(ctx, cfg) // marks st ended
 	if cfg.MetricsDir != "" {
@@ -49,7 +51,7 @@ func launchObserved(ctx context.Context, cfg Config) error {
 		}
 	}
 	if dash != nil && cfg.DashboardLinger > 0 && ctx.Err() == nil {
-		fmt.Fprintf(cfg.Stderr, "gorun: the job is over; the dashboard stays at %s for %v (Ctrl-C ends it)\n",
+		fmt.Fprintf(stderr, "gorun: the job is over; the dashboard stays at %s for %v (Ctrl-C ends it)\n",
 			dash.URL(), cfg.DashboardLinger)
 	}
 	if dash != nil {
