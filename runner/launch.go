@@ -116,10 +116,7 @@ func launchJob(ctx context.Context, cfg Config) error {
 		}
 		return orInterrupted(ctx, err)
 	}
-	mstore, endMetrics, err := openMetrics(cfg, log)
-	if err != nil {
-		return err
-	}
+	mstore, endMetrics := openMetrics(cfg)
 	defer endMetrics() // after srv.Stop: no more points come
 	env, srv, err := startRendezvous(cfg, slots, plan, log, metricsReceiver(mstore))
 	if err != nil {

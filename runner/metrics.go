@@ -3,7 +3,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,26 +42,14 @@ func jobLabel(c Config) string {
 	return prog + " -np " + strconv.Itoa(c.NP)
 }
 
-// openMetrics returns the Store of the job (c.Metrics, or one made for
-// c.MetricsDir, or nil for neither) and what to do once the job is over:
-// mark it ended and, when made here, close it.
-func openMetrics(c Config, log *slog.Logger) (*metrics.Store, func(), error) {
-	if c.Metrics != nil {
-		return c.Metrics, c.Metrics.End, nil
+// openMetrics returns the Store of the job (c.Metrics: Launch makes one
+// when --metrics-dir or --dashboard asks for it; nil for neither) and
+// what to do once the job is over: mark it ended (its maker closes it).
+func openMetrics(c Config) (*metrics.Store, func()) {
+	if c.Metrics == nil {
+		return nil, func() {}
 	}
-	if c.MetricsDir == "" {
-		return nil, func() {}, nil
-	}
-	st, err := NewMetricsStore(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, func() {
-		st.End()
-		if err := st.Close(); err != nil {
-			log.Warn("gorun: metrics", "err", err)
-		}
-	}, nil
+	return c.Metrics, c.Metrics.End
 }
 
 // metricsReceiver is the rendezvous server's OnMetrics for st: the ranks'
