@@ -15,7 +15,8 @@ const (
 	// launch tests (launchtest: mpirun, mpiexec, Slurm, manual starts).
 	RequireCluster = "GOROVOD_REQUIRE_CLUSTER"
 	// RequireTools: zsh and groff, which check gorun's completion script
-	// and manual page (cmd/gorun).
+	// and manual page (cmd/gorun), and a python3 with torch, which runs
+	// examples/mnist's PyTorch DDP peer (examples/mnist/peers).
 	RequireTools = "GOROVOD_REQUIRE_TOOLS"
 )
 

@@ -55,8 +55,9 @@ and 2 the float64 products go to the same OpenBLAS, and averaging two
 gradients is exact either way, but torch's log-softmax, bias-gradient sums
 and reduction orders differ from the Go loops in the last bits, and at
 np 4 so does the order in which the all-reduces add the four gradients.
-Over the first epoch the printed digits (4 of the loss, 2 of the accuracy)
-agree; see peers/README.md for what was observed.
+On Fashion-MNIST every printed digit (4 of the loss, 2 of the accuracy)
+agreed over one epoch at np 1 and two at np 2 and 4; over more epochs the
+last digit may part (peers/README.md).
 
 What PyTorch does its own way: DDP (gloo over loopback TCP) all-reduces the
 gradients in buckets as autograd produces them; Python and autograd add
