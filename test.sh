@@ -3,7 +3,7 @@
 # a fresh Debian machine (OpenSSH for the remote-launch tests, Slurm, munge,
 # Open MPI and MPICH for the launcher tests, zsh and groff for the
 # completion script and manual page, OpenBLAS for the training
-# examples), then runs
+# examples, PyTorch for examples/mnist's peer), then runs
 # every test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,6 +23,8 @@ command -v zsh >/dev/null 2>&1 || need+=(zsh)
 command -v groff >/dev/null 2>&1 || need+=(groff-base)
 # The dashboard's page is checked in headless Chromium (internal/dashboard).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# examples/mnist's PyTorch DDP peer is checked against the Go program.
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
 # The mnist and synthetic_benchmark examples multiply matrices with OpenBLAS (cgo).
 dpkg -s libopenblas-dev >/dev/null 2>&1 || need+=(libopenblas-dev)
 dpkg -s liblapacke-dev >/dev/null 2>&1 || need+=(liblapacke-dev)
@@ -36,7 +38,7 @@ fi
 export GOROVOD_REQUIRE_SSHD=1    # the ssh tests must run, not skip
 export GOROVOD_REQUIRE_SLURM=1   # so must the Slurm cluster tests
 export GOROVOD_REQUIRE_CLUSTER=1 # and the mpirun, mpiexec and manual-start tests
-export GOROVOD_REQUIRE_TOOLS=1   # and the zsh and groff checks of gorun's completion and man page, and chromium's of the dashboard
+export GOROVOD_REQUIRE_TOOLS=1   # and the zsh and groff checks of gorun's completion and man page, chromium's of the dashboard, and mnist's torch peer
 go vet ./...
 go test -race -count=1 -timeout 20m ./...
 # The race detector slows element loops ~20x, so under -race the 10^6-element

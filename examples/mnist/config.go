@@ -48,6 +48,10 @@ type config struct {
 	// Staleness is -mode ps's ps.Program.Staleness: 0 asynchronous, K a
 	// stale-synchronous bound of K pushes.
 	Staleness int
+	// InitOut, when set, is where -write-init writes the initial
+	// parameters and the data order for a peer (see writeInit); the
+	// program then exits without training.
+	InitOut string
 }
 
 // flags registers cfg's fields on fs; compression is parsed afterwards.
@@ -86,6 +90,7 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.IntVar(&cfg.EvalMax, "eval-max", 0, "evaluator: stop after this many evaluations (0: no limit)")
 	fs.IntVar(&cfg.Staleness, "staleness", 0, "ps mode: 0 trains asynchronously; K > 0 makes a worker more than K pushes ahead of the slowest wait for it")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat-timeout", 0, "ps mode: how long a silent worker (dead, or cut off) keeps its steps before the chief gives them to others (0: 10s)")
+	fs.StringVar(&cfg.InitOut, "write-init", "", "write the initial parameters and each of -epochs epochs' data order to this file for examples/mnist/peers/torch_ddp.py, and exit without training")
 	fs.IntVar(&cfg.CommitEvery, "commit-every", 10, "steps between commits of the elastic state (-elastic)")
 	return fs.String("compression", "none", "gradient wire type: none, fp32, fp16, bf16")
 }

@@ -50,6 +50,8 @@ func run(args []string) error {
 		return err
 	}
 	switch {
+	case cfg.InitOut != "":
+		return writeInit(cfg, cfg.InitOut, os.Stdout)
 	case cfg.Mode == modeEvaluator || role == "evaluator":
 		return evaluate(ctx, cfg, os.Stdout)
 	case cfg.Mode == modePS:

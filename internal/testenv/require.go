@@ -15,8 +15,9 @@ const (
 	// launch tests (launchtest: mpirun, mpiexec, Slurm, manual starts).
 	RequireCluster = "GOROVOD_REQUIRE_CLUSTER"
 	// RequireTools: zsh and groff, which check gorun's completion script
-	// and manual page (cmd/gorun), and Chromium, which loads the
-	// dashboard's page (internal/dashboard).
+	// and manual page (cmd/gorun), Chromium, which loads the dashboard's
+	// page (internal/dashboard), and a python3 with torch, which runs
+	// examples/mnist's PyTorch DDP peer (examples/mnist/peers).
 	RequireTools = "GOROVOD_REQUIRE_TOOLS"
 )
 
