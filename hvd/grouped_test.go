@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -223,5 +224,65 @@ func TestGroupedInvalidArguments(t *testing.T) {
 	}
 	if outs, err := rt.GroupedAllgather(ctx, nil); err != nil || len(outs) != 0 {
 		t.Fatalf("an empty group: %v, %v", outs, err)
+	}
+}
+
+// TestPackageLevelGroupedAndInto: the package-level forms fail with
+// ErrNotInitialized before Init and run on the default runtime (one rank)
+// after it.
+func TestPackageLevelGroupedAndInto(t *testing.T) {
+	ctx := context.Background()
+	if err := hvd.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() map[string]func() ([]float32, error) {
+		v := func(ts []*hvd.Tensor, err error) ([]float32, error) {
+			if err != nil {
+				return nil, err
+			}
+			return hvd.Values[float32](ts[0]), nil
+		}
+		wait := func(hs []*hvd.Handle) ([]float32, error) {
+			if err := hs[0].Wait(ctx); err != nil {
+				return nil, err
+			}
+			return hvd.Values[float32](hs[0].Output()), nil
+		}
+		x := func() *hvd.Tensor { return hvd.NewTensor("pl/x", []float32{3, 4}) }
+		return map[string]func() ([]float32, error){
+			"GroupedAllgather": func() ([]float32, error) { return v(hvd.GroupedAllgather(ctx, []*hvd.Tensor{x()})) },
+			"GroupedAllgatherAsync": func() ([]float32, error) {
+				return wait(hvd.GroupedAllgatherAsync([]*hvd.Tensor{x()}))
+			},
+			"GroupedReduceScatter": func() ([]float32, error) {
+				return v(hvd.GroupedReduceScatter(ctx, []*hvd.Tensor{x()}, kernels.Sum, hvd.ReduceOptions{}))
+			},
+			"GroupedReduceScatterAsync": func() ([]float32, error) {
+				return wait(hvd.GroupedReduceScatterAsync([]*hvd.Tensor{x()}, kernels.Sum, hvd.ReduceOptions{}))
+			},
+			"AllreduceInto": func() ([]float32, error) {
+				out := hvd.NewTensor("o", make([]float32, 2))
+				return hvd.Values[float32](out), hvd.AllreduceInto(ctx, x(), out, kernels.Sum, hvd.ReduceOptions{})
+			},
+			"AllreduceIntoAsync": func() ([]float32, error) {
+				h := hvd.AllreduceIntoAsync(x(), hvd.NewTensor("o", make([]float32, 2)), kernels.Sum, hvd.ReduceOptions{})
+				return wait([]*hvd.Handle{h})
+			},
+		}
+	}
+	for name, call := range calls() {
+		if _, err := call(); !errors.Is(err, hvd.ErrNotInitialized) {
+			t.Errorf("%s before Init: %v, want ErrNotInitialized", name, err)
+		}
+	}
+	t.Setenv(jobenv.EnvRank, "")
+	if err := hvd.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer hvd.Shutdown()
+	for name, call := range calls() {
+		if got, err := call(); err != nil || !slices.Equal(got, []float32{3, 4}) {
+			t.Errorf("%s on one rank: %v, %v; want [3 4]", name, got, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"reflect"
 )
@@ -94,7 +95,8 @@ const (
 // every element of the result, this rank's included, is decoded from its
 // encoding into a zero T, so that every rank gets equal results (gob's
 // rules apply: an empty slice or map comes back nil; an interface T
-// carries concrete types that gob.Register knows). An encoding larger
+// carries concrete types that gob.Register knows). A nil pointer or
+// interface cannot be encoded. An encoding larger
 // than MaxObjectBytes, or a value that cannot be encoded, fails the call
 // on every rank with an error naming the rank and matching
 // ErrInvalidArgument.
@@ -107,7 +109,12 @@ func AllgatherObject[T any](ctx context.Context, rt *Runtime, v T) ([]T, error) 
 	}
 	typ := reflect.TypeFor[T]()
 	var buf bytes.Buffer
-	encErr := gob.NewEncoder(&buf).Encode(&v) // through a pointer, so that an interface T travels as one
+	var encErr error
+	if rv := reflect.ValueOf(&v).Elem(); (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface) && rv.IsNil() {
+		encErr = errors.New("a nil value at the top") // gob would send a nil pointer as a pointer to a zero value
+	} else {
+		encErr = gob.NewEncoder(&buf).Encode(&v) // through a pointer, so that an interface T travels as one
+	}
 	n := int64(buf.Len())
 	switch {
 	case encErr != nil:
