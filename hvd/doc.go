@@ -28,10 +28,14 @@
 //
 // Every collective comes in two forms: XAsync returns a *Handle at once and
 // Handle.Wait(ctx) waits for the outcome; X is XAsync followed by Wait.
-// In-place operations (Allreduce, Broadcast) overwrite the tensor; the
-// others (Allgather, ReduceScatter, Alltoall) return a new tensor as the
-// handle's Output. A tensor must not be touched while its operation is in
-// flight, and a name may have only one operation in flight. Ranks may
+// In-place operations (Allreduce, Broadcast) overwrite the tensor;
+// AllreduceInto writes the reduction into an output tensor and leaves its
+// input alone; the others (Allgather, ReduceScatter, Alltoall) return a new
+// tensor as the handle's Output. GroupedAllreduce, GroupedAllgather and
+// GroupedReduceScatter submit several tensors as one unit that is
+// negotiated together and completes (or fails) together. A tensor must not
+// be touched while its operation is in flight, and a name may have only
+// one operation in flight. Ranks may
 // submit their named tensors in any order: the runtime matches names across
 // ranks, fuses ready all-reduces into large ones and remembers past
 // negotiations (engine.Engine; the knobs are gorun's --fusion-threshold-mb,
@@ -78,7 +82,7 @@
 // a Config (DefaultConfig, ConfigFromEnv), and package hvdtest starts the N
 // runtimes of a job in one test process. Every
 // helper that takes a *Runtime (BroadcastParameters, BroadcastOptimizerState,
-// BroadcastObject, AverageMetric, AverageMetrics, the plain-slice helpers
+// BroadcastObject, AllgatherObject, AverageMetric, AverageMetrics, the plain-slice helpers
 // AllreduceSlice, AverageSlice, BroadcastSlice and AllgatherSlice,
 // DistributedOptimizer,
 // Checkpointer.Save and Checkpointer.LoadLatest) reads a nil one as the

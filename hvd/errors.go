@@ -47,9 +47,12 @@ var (
 	// too). The error names the rank where it is known.
 	ErrPeerGone = errors.New("hvd: a peer rank is gone")
 	// ErrInvalidArgument: a call's argument is invalid: a nil or malformed
-	// tensor (ErrInvalidTensor), a root or splits out of range, an invalid
-	// parameter (ErrInvalidParam), a nil pointer to BroadcastObject, a
-	// DistributedOptimizer option out of range. Nothing was submitted, or
+	// tensor (ErrInvalidTensor), a root or splits out of range, an
+	// AllreduceInto output that does not fit its input, a name twice in a
+	// group, an invalid parameter (ErrInvalidParam), a nil pointer to
+	// BroadcastObject, a value AllgatherObject cannot encode or that is
+	// larger than MaxObjectBytes, a DistributedOptimizer option out of
+	// range. Nothing was submitted, or
 	// the operation failed on every rank.
 	ErrInvalidArgument = errors.New("hvd: invalid argument")
 

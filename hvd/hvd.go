@@ -235,6 +235,26 @@ func Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o ReduceOptions) e
 	return rt.Allreduce(ctx, t, op, o)
 }
 
+// AllreduceIntoAsync starts an out-of-place all-reduce of in into out on
+// the default runtime; see Runtime.AllreduceIntoAsync.
+func AllreduceIntoAsync(in, out *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+	rt, h := runtimeFor(nameOf(in))
+	if rt == nil {
+		return h
+	}
+	return rt.AllreduceIntoAsync(in, out, op, o)
+}
+
+// AllreduceInto all-reduces in into out on the default runtime, leaving in
+// unchanged; see Runtime.AllreduceIntoAsync.
+func AllreduceInto(ctx context.Context, in, out *Tensor, op kernels.Op, o ReduceOptions) error {
+	rt, h := runtimeFor(nameOf(in))
+	if rt == nil {
+		return h.Wait(ctx)
+	}
+	return rt.AllreduceInto(ctx, in, out, op, o)
+}
+
 // BroadcastAsync starts a broadcast on the default runtime.
 func BroadcastAsync(t *Tensor, root int) *Handle {
 	rt, h := runtimeFor(nameOf(t))
@@ -310,15 +330,10 @@ func Alltoall(ctx context.Context, t *Tensor, splits []int) (*Tensor, error) {
 // GroupedAllreduceAsync all-reduces ts as one unit on the default runtime;
 // see Runtime.GroupedAllreduceAsync.
 func GroupedAllreduceAsync(ts []*Tensor, op kernels.Op, o ReduceOptions) []*Handle {
-	rt := Default()
-	if rt == nil {
-		hs := make([]*Handle, len(ts))
-		for i, t := range ts {
-			hs[i] = failedHandle(nameOf(t), ErrNotInitialized)
-		}
-		return hs
+	if rt := Default(); rt != nil {
+		return rt.GroupedAllreduceAsync(ts, op, o)
 	}
-	return rt.GroupedAllreduceAsync(ts, op, o)
+	return notInitialized(ts)
 }
 
 // GroupedAllreduce all-reduces ts in place as one unit on the default
@@ -329,6 +344,54 @@ func GroupedAllreduce(ctx context.Context, ts []*Tensor, op kernels.Op, o Reduce
 		return ErrNotInitialized
 	}
 	return rt.GroupedAllreduce(ctx, ts, op, o)
+}
+
+// GroupedAllgatherAsync all-gathers ts as one unit on the default runtime;
+// see Runtime.GroupedAllgatherAsync.
+func GroupedAllgatherAsync(ts []*Tensor) []*Handle {
+	if rt := Default(); rt != nil {
+		return rt.GroupedAllgatherAsync(ts)
+	}
+	return notInitialized(ts)
+}
+
+// GroupedAllgather all-gathers ts as one unit on the default runtime and
+// returns the results in the order of ts.
+func GroupedAllgather(ctx context.Context, ts []*Tensor) ([]*Tensor, error) {
+	rt := Default()
+	if rt == nil {
+		return nil, ErrNotInitialized
+	}
+	return rt.GroupedAllgather(ctx, ts)
+}
+
+// GroupedReduceScatterAsync reduce-scatters ts as one unit on the default
+// runtime; see Runtime.GroupedReduceScatterAsync.
+func GroupedReduceScatterAsync(ts []*Tensor, op kernels.Op, o ReduceOptions) []*Handle {
+	if rt := Default(); rt != nil {
+		return rt.GroupedReduceScatterAsync(ts, op, o)
+	}
+	return notInitialized(ts)
+}
+
+// GroupedReduceScatter reduce-scatters ts as one unit on the default
+// runtime and returns this rank's shares in the order of ts.
+func GroupedReduceScatter(ctx context.Context, ts []*Tensor, op kernels.Op, o ReduceOptions) ([]*Tensor, error) {
+	rt := Default()
+	if rt == nil {
+		return nil, ErrNotInitialized
+	}
+	return rt.GroupedReduceScatter(ctx, ts, op, o)
+}
+
+// notInitialized is one handle per tensor, each failed with
+// ErrNotInitialized.
+func notInitialized(ts []*Tensor) []*Handle {
+	hs := make([]*Handle, len(ts))
+	for i, t := range ts {
+		hs[i] = failedHandle(nameOf(t), ErrNotInitialized)
+	}
+	return hs
 }
 
 // Join tells the other ranks that this rank has run out of data and

@@ -62,6 +62,13 @@ func nilRuntimeHelpers() []nilRuntimeHelper {
 			}
 			return nil
 		}},
+		{"AllgatherObject", func(ctx context.Context, t *testing.T) error {
+			got, err := hvd.AllgatherObject(ctx, nil, map[string]int{"epoch": 7})
+			if err == nil && (len(got) != 1 || got[0]["epoch"] != 7) {
+				return fmt.Errorf("objects %v after a one-rank all-gather", got)
+			}
+			return err
+		}},
 		{"AverageMetric", func(ctx context.Context, t *testing.T) error {
 			got, err := hvd.AverageMetric(ctx, nil, "loss", 1.5)
 			if err == nil && got != 1.5 {

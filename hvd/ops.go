@@ -2,8 +2,10 @@ package hvd
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"slices"
+	"unsafe"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/engine"
@@ -74,6 +76,86 @@ func (r *Runtime) Allreduce(ctx context.Context, t *Tensor, op kernels.Op, o Red
 	return r.runInPlace(ctx, "allreduce", t, req)
 }
 
+// AllreduceIntoAsync starts an out-of-place all-reduce: in is reduced
+// across ranks with op and the result written into out, which must have
+// in's dtype and shape (an error matching ErrInvalidArgument otherwise).
+// in is copied into out before AllreduceIntoAsync returns and is not read
+// afterwards, so it may be reused at once; out must not be touched until
+// the handle completes, and is its Output. The operation is negotiated
+// under in's name (out's Name is not used). in and out may be the same
+// tensor, or tensors over the same bytes, which is an in-place all-reduce;
+// Data slices that partly overlap are an error.
+func (r *Runtime) AllreduceIntoAsync(in, out *Tensor, op kernels.Op, o ReduceOptions) *Handle {
+	req, err := allreduceIntoRequest(in, out, op, o)
+	if err != nil {
+		return failedHandle(nameOf(in), err)
+	}
+	return r.submit("allreduce", out, req, inPlace(out), false)
+}
+
+// AllreduceInto is AllreduceIntoAsync followed by Wait.
+func (r *Runtime) AllreduceInto(ctx context.Context, in, out *Tensor, op kernels.Op, o ReduceOptions) error {
+	if !waitsAtOnce(ctx) {
+		return r.AllreduceIntoAsync(in, out, op, o).Wait(ctx)
+	}
+	req, err := allreduceIntoRequest(in, out, op, o)
+	if err != nil {
+		return err
+	}
+	return r.runInPlace(ctx, "allreduce", out, req)
+}
+
+// allreduceIntoRequest checks in and out, copies in into out and
+// describes the all-reduce of in with op to the engine.
+func allreduceIntoRequest(in, out *Tensor, op kernels.Op, o ReduceOptions) (engine.Request, error) {
+	req, err := allreduceRequest(in, op, o)
+	if err != nil {
+		return req, err
+	}
+	bad := func(format string, args ...any) (engine.Request, error) {
+		return engine.Request{}, fmt.Errorf("%w: out-of-place all-reduce of %q: %s", ErrInvalidTensor, in.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case out == nil:
+		return bad("nil output tensor")
+	case out.DType != in.DType:
+		return bad("output dtype %v, input %v", out.DType, in.DType)
+	case !slices.Equal(out.shape(), in.shape()):
+		return bad("output shape %v, input %v", out.shape(), in.shape())
+	case len(out.Data) != len(in.Data):
+		return bad("output has %d bytes, input %d", len(out.Data), len(in.Data))
+	}
+	switch overlap(in.Data, out.Data) {
+	case overlapNone:
+		copy(out.Data, in.Data)
+	case overlapPartial:
+		return bad("the input's and output's data partly overlap")
+	}
+	return req, nil
+}
+
+// How two byte slices share memory.
+const (
+	overlapNone    = iota // disjoint (or empty)
+	overlapSame           // the same bytes
+	overlapPartial        // some bytes in common, not all
+)
+
+// overlap says how a and b share memory.
+func overlap(a, b []byte) int {
+	if len(a) == 0 || len(b) == 0 {
+		return overlapNone
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	switch {
+	case pa == pb && len(a) == len(b):
+		return overlapSame
+	case pa+uintptr(len(a)) <= pb || pb+uintptr(len(b)) <= pa:
+		return overlapNone
+	}
+	return overlapPartial
+}
+
 // waitsAtOnce says whether a blocking operation may be driven: its
 // caller's wait can never end early, so the caller may as well run the
 // engine's cycles itself (see Runtime.submit).
@@ -81,40 +163,99 @@ func waitsAtOnce(ctx context.Context) bool { return ctx.Done() == nil }
 
 // GroupedAllreduceAsync all-reduces the tensors ts as one unit: they are
 // negotiated together, fused together where their dtypes allow, and their
-// handles (one per tensor, in the order of ts) complete together. Every
-// rank passes the same set of names.
+// handles (one per tensor, in the order of ts) complete together; when one
+// member fails, every member fails. Every rank passes the same set of
+// names, each once.
 func (r *Runtime) GroupedAllreduceAsync(ts []*Tensor, op kernels.Op, o ReduceOptions) []*Handle {
-	hs := make([]*Handle, len(ts))
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		if err := t.validate(); err != nil {
-			for j := range hs {
-				hs[j] = failedHandle(nameOf(ts[j]), err)
-			}
-			return hs
-		}
-		names[i] = t.Name
-	}
-	group := groupID(names)
-	for i, t := range ts {
-		req := request(t, engine.KindAllreduce)
+	return r.grouped("allreduce", ts, engine.KindAllreduce, func(req *engine.Request) {
 		req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
-		req.Group, req.GroupSize = group, len(ts)
-		hs[i] = r.submit("allreduce", t, req, inPlace(t), false)
-	}
-	return hs
+	}, inPlace)
 }
 
 // GroupedAllreduce is GroupedAllreduceAsync followed by waiting for every
 // handle; it returns the first error.
 func (r *Runtime) GroupedAllreduce(ctx context.Context, ts []*Tensor, op kernels.Op, o ReduceOptions) error {
-	var first error
-	for _, h := range r.GroupedAllreduceAsync(ts, op, o) {
-		if err := h.Wait(ctx); err != nil && first == nil {
-			first = err
+	return waitAll(ctx, r.GroupedAllreduceAsync(ts, op, o))
+}
+
+// GroupedAllgatherAsync all-gathers each of the tensors ts (see
+// AllgatherAsync) as one unit: they are negotiated together and their
+// handles (one per tensor, in the order of ts) complete together, after
+// the last of them; when one member fails (ranks disagree about its dtype,
+// say), every member fails on every rank. The all-gathers themselves run
+// one after the other, unfused. Every rank passes the same set of names,
+// each once; each handle's Output is its tensor's result.
+func (r *Runtime) GroupedAllgatherAsync(ts []*Tensor) []*Handle {
+	return r.grouped("allgather", ts, engine.KindAllgather, func(*engine.Request) {}, result)
+}
+
+// GroupedAllgather is GroupedAllgatherAsync followed by waiting for every
+// handle. It returns the results in the order of ts, or nil and the first
+// error.
+func (r *Runtime) GroupedAllgather(ctx context.Context, ts []*Tensor) ([]*Tensor, error) {
+	return outputs(ctx, r.GroupedAllgatherAsync(ts))
+}
+
+// GroupedReduceScatterAsync reduce-scatters each of the tensors ts with op
+// (see ReduceScatterAsync) as one unit, the way GroupedAllgatherAsync
+// gathers them: negotiated together, completed together, failing
+// together, run one after the other. The tensors are left unchanged; each
+// handle's Output is this rank's share of its tensor.
+func (r *Runtime) GroupedReduceScatterAsync(ts []*Tensor, op kernels.Op, o ReduceOptions) []*Handle {
+	return r.grouped("reducescatter", ts, engine.KindReducescatter, func(req *engine.Request) {
+		req.ReduceOp, req.Prescale, req.Postscale = op, o.Prescale, o.Postscale
+	}, result)
+}
+
+// GroupedReduceScatter is GroupedReduceScatterAsync followed by waiting
+// for every handle. It returns this rank's shares in the order of ts, or
+// nil and the first error.
+func (r *Runtime) GroupedReduceScatter(ctx context.Context, ts []*Tensor, op kernels.Op, o ReduceOptions) ([]*Tensor, error) {
+	return outputs(ctx, r.GroupedReduceScatterAsync(ts, op, o))
+}
+
+// grouped submits ts as the members of one group of kind, each described
+// by request and set, with the Output out makes of it. A tensor that
+// fails validation, or a name given twice, fails every handle at once and
+// submits nothing.
+func (r *Runtime) grouped(op string, ts []*Tensor, kind engine.Kind, set func(*engine.Request), out func(*Tensor) func([]byte, []int) *Tensor) []*Handle {
+	hs := make([]*Handle, len(ts))
+	names := make([]string, len(ts))
+	seen := make(map[string]bool, len(ts))
+	for i, t := range ts {
+		err := t.validate()
+		if err == nil && seen[t.Name] {
+			err = fmt.Errorf("%w: %q is in the group twice", ErrInvalidTensor, t.Name)
 		}
+		if err != nil {
+			for j := range hs {
+				hs[j] = failedHandle(nameOf(ts[j]), err)
+			}
+			return hs
+		}
+		seen[t.Name], names[i] = true, t.Name
 	}
-	return first
+	group := groupID(names)
+	for i, t := range ts {
+		req := request(t, kind)
+		set(&req)
+		req.Group, req.GroupSize = group, len(ts)
+		hs[i] = r.submit(op, t, req, out(t), false)
+	}
+	return hs
+}
+
+// outputs waits for every handle and returns their Outputs, or nil and
+// the first error.
+func outputs(ctx context.Context, hs []*Handle) ([]*Tensor, error) {
+	if err := waitAll(ctx, hs); err != nil {
+		return nil, err
+	}
+	out := make([]*Tensor, len(hs))
+	for i, h := range hs {
+		out[i] = h.Output()
+	}
+	return out, nil
 }
 
 // groupID derives a group's id from its member names, so that every rank

@@ -137,8 +137,8 @@ func joinedError(r *response, joined []bool) error {
 		r.name, what, ranks, ErrJoined)
 }
 
-// holdGroups keeps the members of a grouped all-reduce back until all of
-// its members are decided and releases them together; when one member
+// holdGroups keeps the members of a group (of all-reduces, all-gathers or
+// reduce-scatters) back until all of its members are decided and releases them together; when one member
 // fails, they all fail.
 func (n *negotiator) holdGroups(tasks []*task) []*task {
 	var out []*task

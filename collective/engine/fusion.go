@@ -33,7 +33,7 @@ type planItem struct {
 	fusable bool // an all-reduce that did not fail negotiation
 	class   fusionClass
 	bytes   int64
-	group   uint64 // grouped all-reduce id, 0 if none
+	group   uint64 // group id, 0 if none (only all-reduces fuse)
 }
 
 // planBatches groups items (in response order) into batches, each a list

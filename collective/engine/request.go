@@ -57,9 +57,12 @@ type Request struct {
 	// Splits are the rows (first-dimension entries) an all-to-all sends to
 	// each rank, in rank order; nil splits the rows evenly.
 	Splits []int
-	// Group, when not zero, makes this all-reduce one of GroupSize
-	// members of a grouped all-reduce: the members are negotiated, fused
-	// and completed as one unit. Every rank uses the same id and size.
+	// Group, when not zero, makes this all-reduce, all-gather or
+	// reduce-scatter one of GroupSize members of a group: the members are
+	// negotiated and completed as one unit (all-reduces of a group are
+	// also fused; the other kinds run one by one in the same cycle, and
+	// their handles complete together after it). Every rank uses the same
+	// id and size.
 	Group     uint64
 	GroupSize int
 }
@@ -107,6 +110,11 @@ func (r *Request) Equal(o *Request) bool {
 // reduces reports whether the kind reduces (and so uses op and scales).
 func (k Kind) reduces() bool { return k == KindAllreduce || k == KindReducescatter }
 
+// groups reports whether requests of the kind may form groups.
+func (k Kind) groups() bool {
+	return k == KindAllreduce || k == KindAllgather || k == KindReducescatter
+}
+
 // check validates r on its own for a job of size ranks; the negotiation
 // turns a problem into an error every rank reports.
 func (r *Request) check(size int) error {
@@ -119,8 +127,8 @@ func (r *Request) check(size int) error {
 		return fmt.Errorf("invalid reduce op %v", r.ReduceOp)
 	case r.Kind == KindBroadcast && (r.Root < 0 || r.Root >= size):
 		return fmt.Errorf("root %d outside [0, %d)", r.Root, size)
-	case r.Group != 0 && (r.Kind != KindAllreduce || r.GroupSize < 1):
-		return fmt.Errorf("group %d of size %d: only all-reduces of a positive group size group", r.Group, r.GroupSize)
+	case r.Group != 0 && (!r.Kind.groups() || r.GroupSize < 1):
+		return fmt.Errorf("group %d of size %d: only all-reduces, all-gathers and reduce-scatters of a positive group size group", r.Group, r.GroupSize)
 	}
 	for _, d := range r.Shape {
 		if d < 0 {
