@@ -196,8 +196,31 @@ func (b *Browser) Eval(expr string, out any) error {
 
 // Screenshot returns a PNG of the page's viewport.
 func (b *Browser) Screenshot() ([]byte, error) {
+	return b.screenshot(map[string]any{"format": "png"})
+}
+
+// FullScreenshot returns a PNG of the whole page: as wide as its content
+// (the window less a scroll bar) and as tall.
+func (b *Browser) FullScreenshot() ([]byte, error) {
+	var m struct {
+		CSSContentSize struct {
+			Width, Height float64
+		} `json:"cssContentSize"`
+	}
+	if err := b.Call("Page.getLayoutMetrics", nil, &m); err != nil {
+		return nil, err
+	}
+	if m.CSSContentSize.Width <= 0 || m.CSSContentSize.Height <= 0 {
+		return nil, fmt.Errorf("screenshot: the page measures %vx%v", m.CSSContentSize.Width, m.CSSContentSize.Height)
+	}
+	return b.screenshot(map[string]any{"format": "png", "captureBeyondViewport": true,
+		"clip": map[string]any{"x": 0, "y": 0, "width": m.CSSContentSize.Width, "height": m.CSSContentSize.Height, "scale": 1}})
+}
+
+// screenshot runs Page.captureScreenshot with params.
+func (b *Browser) screenshot(params map[string]any) ([]byte, error) {
 	var shot struct{ Data string }
-	if err := b.Call("Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+	if err := b.Call("Page.captureScreenshot", params, &shot); err != nil {
 		return nil, err
 	}
 	png, err := base64.StdEncoding.DecodeString(shot.Data)

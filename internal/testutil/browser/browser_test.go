@@ -1,7 +1,9 @@
 package browser
 
 import (
+	"bytes"
 	"fmt"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -64,13 +66,38 @@ func TestBrowser(t *testing.T) {
 	if err := b.Call("No.such", nil, nil); err == nil {
 		t.Error("an unknown method: no error")
 	}
-	png, err := b.Screenshot()
+	shot, err := b.Screenshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(png) < 100 {
-		t.Errorf("a %d-byte screenshot", len(png))
+	if len(shot) < 100 {
+		t.Errorf("a %d-byte screenshot", len(shot))
+	}
+	// A page taller than the window: all of it.
+	if err := b.Eval(`(() => { document.body.style.height = "3000px"; return true })()`, new(bool)); err != nil {
+		t.Fatal(err)
+	}
+	full, err := b.FullScreenshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, h := pngSize(t, shot); w != 1400 || h >= 3000 {
+		t.Errorf("the viewport's screenshot is %dx%d", w, h)
+	}
+	// As wide as the window less its scroll bar.
+	if w, h := pngSize(t, full); w > 1400 || w < 1300 || h < 3000 {
+		t.Errorf("the full page's screenshot is %dx%d, want about 1400 wide and 3000 or more tall", w, h)
 	}
 	b.Close()
 	b.Close()
+}
+
+// pngSize decodes the size of a PNG.
+func pngSize(t *testing.T, b []byte) (int, int) {
+	t.Helper()
+	c, err := png.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Width, c.Height
 }
