@@ -16,7 +16,8 @@ const (
 	RequireCluster = "GOROVOD_REQUIRE_CLUSTER"
 	// RequireTools: zsh and groff, which check gorun's completion script
 	// and manual page (cmd/gorun), and Chromium, which loads the
-	// dashboard's page (internal/dashboard).
+	// dashboard's page (internal/testutil/browser, for internal/dashboard
+	// and launchtest's TestDashboard).
 	RequireTools = "GOROVOD_REQUIRE_TOOLS"
 )
 
