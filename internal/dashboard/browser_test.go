@@ -1,34 +1,15 @@
 package dashboard
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gorovod/gorovod/internal/metrics"
-	"github.com/gorovod/gorovod/internal/testenv"
+	"github.com/gorovod/gorovod/internal/testutil/browser"
 )
-
-// chromium finds Debian's chromium (installed by .ci/run), or skips
-// unless the tools are required.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if testenv.Required(testenv.RequireTools) {
-		t.Fatalf("no chromium here, and %s is set", testenv.RequireTools)
-	}
-	t.Skip("no chromium here (apt-get install chromium)")
-	return ""
-}
 
 // pageState is what the test reads of the page's DOM.
 type pageState struct {
@@ -61,7 +42,7 @@ const readPage = `(() => {
 // waits for its charts to fill, checks that they grow from the stream,
 // ends the job, reloads, and saves a screenshot.
 func TestBrowser(t *testing.T) {
-	bin := chromium(t)
+	bin := browser.Find(t)
 	const ranks = 4
 	f := newFakeSource("browser np=4")
 	s := serve(t, Config{Source: f, RequireToken: true})
@@ -78,16 +59,16 @@ func TestBrowser(t *testing.T) {
 	defer stopFeed()
 	waitFor(t, "points", func() bool { return len(f.Snapshot().Series) > 0 })
 
-	b := startBrowser(t, bin)
+	b := browser.Start(t, bin)
 	// The token in the address: the page sets its cookie and drops it.
-	if err := b.call("Page.navigate", map[string]any{"url": s.URL()}, nil); err != nil {
+	if err := b.Navigate(s.URL()); err != nil {
 		t.Fatal(err)
 	}
 	var p pageState
 	read := func() pageState {
 		t.Helper()
 		var p pageState
-		if err := b.eval(readPage, &p); err != nil {
+		if err := b.Eval(readPage, &p); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -130,7 +111,7 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("status text %q", p.Text)
 	}
 	// Reloaded after the end, from the cookie: all still there.
-	if err := b.call("Page.reload", map[string]any{"ignoreCache": true}, nil); err != nil {
+	if err := b.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	want := len(f.Snapshot().Series[0].Steps) * ranks
@@ -142,13 +123,9 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the ended job's page: %+v", p)
 	}
 
-	var shot struct{ Data string }
-	if err := b.call("Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+	png, err := b.Screenshot()
+	if err != nil {
 		t.Fatal(err)
-	}
-	png, err := base64.StdEncoding.DecodeString(shot.Data)
-	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
-		t.Fatalf("screenshot: %d bytes, %v", len(png), err)
 	}
 	path := os.Getenv("GOROVOD_DASHBOARD_SCREENSHOT")
 	if path == "" {

@@ -452,8 +452,11 @@ func TestStalledReader(t *testing.T) {
 	if _, _, err := reader.next(); err != nil {
 		t.Errorf("reader after the stalled one was dropped: %v", err)
 	}
-	if resp, _ := get(t, base(s)+"/api/snapshot"); resp.StatusCode != 200 {
-		t.Errorf("snapshot: %d", resp.StatusCode)
+	// Other requests are still served. (Not /api/snapshot: by now it holds
+	// every point fed, megabytes, more than the write timeout of 300 ms
+	// lets through on a loaded machine under -race.)
+	if resp, body := get(t, base(s)+"/metrics"); resp.StatusCode != 200 || !strings.Contains(body, "gorovod_rank_step{") {
+		t.Errorf("/metrics after the stalled stream was dropped: %d", resp.StatusCode)
 	}
 }
 

@@ -16,7 +16,8 @@ const (
 	RequireCluster = "GOROVOD_REQUIRE_CLUSTER"
 	// RequireTools: zsh and groff, which check gorun's completion script
 	// and manual page (cmd/gorun), Chromium, which loads the dashboard's
-	// page (internal/dashboard), and a python3 with torch, which runs
+	// page (internal/testutil/browser, for internal/dashboard and
+	// launchtest's TestDashboard), and a python3 with torch, which runs
 	// examples/mnist's PyTorch DDP peer (examples/mnist/peers).
 	RequireTools = "GOROVOD_REQUIRE_TOOLS"
 )
