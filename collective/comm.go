@@ -90,6 +90,7 @@ type Comm struct {
 	// its parts for a Vectored link, or gathered for another.
 	agreeParts  [][]byte
 	agreeGather []byte
+	adasumPack  []byte    // AllreduceVec's parts packed for Adasum
 	lastAgree   lastAgree // the last Agree's schedule, reused while the length repeats
 
 	failMu sync.Mutex

@@ -67,6 +67,11 @@
 // any layout. HierarchyAuto takes two levels for operations larger than
 // Options.InlineBytes.
 //
+// AllreduceAdasum (Horovod's Adasum) is not a schedule: its coefficients
+// need dot products summed between the steps, so it runs as a loop of its
+// own over the Conns, with the same tags and failure rules (adasum.go
+// documents the tree over the ranks it evaluates).
+//
 // Agree is the one operation made for the engine above this package
 // (package collective/engine): a Min all-reduce of a byte vector in which
 // a rank that does not answer within a deadline, or whose link breaks, is

@@ -164,8 +164,12 @@ func blockCount(count, per int) int {
 }
 
 // Allreduce reduces buf element-wise across all ranks with op, in place:
-// afterwards every rank holds the same result.
+// afterwards every rank holds the same result. Op kernels.Adasum, which is
+// not element-wise, is AllreduceAdasum of buf as one tensor.
 func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op kernels.Op, o ReduceOptions) error {
+	if op == kernels.Adasum {
+		return c.AllreduceAdasum(ctx, dt, buf, nil, o)
+	}
 	x, n, err := c.open("allreduce", dt, buf)
 	if err != nil {
 		return err

@@ -94,7 +94,13 @@ func scatter(ps [][]byte, buf []byte) {
 // that spans several parts travels as one message, gathered and scattered
 // by the transport when its Conns are Vectored. Parts must not overlap.
 // This is what fuses many tensors into one operation (collective/engine).
+// With op kernels.Adasum, which is not element-wise, each part is a tensor
+// of its own with coefficients of its own (AllreduceAdasum with one count
+// per part); the parts are copied into one buffer and back.
 func (c *Comm) AllreduceVec(ctx context.Context, dt kernels.DType, parts [][]byte, op kernels.Op, o ReduceOptions) error {
+	if op == kernels.Adasum {
+		return c.allreduceVecAdasum(ctx, dt, parts, o)
+	}
 	seq, err := c.begin("allreduce")
 	if err != nil {
 		return err

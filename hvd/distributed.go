@@ -11,7 +11,14 @@ import (
 // averages the gradients, in their own type, every backward pass.
 type DistributedOptions struct {
 	// Op reduces the gradients: kernels.Average (the zero value means
-	// Average) or kernels.Sum.
+	// Average), kernels.Sum or kernels.Adasum. Adasum combines each
+	// parameter's gradients with coefficients of its own (see
+	// collective.Comm.AllreduceAdasum) and needs gradients that travel as
+	// float32 or float64 (NoCompression or FP32Compression). Horovod's
+	// Adasum optimizers reduce the wrapped optimizer's update instead of
+	// the gradient; for plain SGD that is the same result (Adasum of
+	// vectors all scaled by -lr is the Adasum scaled by -lr), for Adam
+	// and momentum it is not.
 	Op kernels.Op
 	// Compression is the gradients' wire type (NoCompression: each
 	// parameter's own, float64 or float32).
@@ -41,7 +48,8 @@ type DistributedOptions struct {
 }
 
 // DistributedOptimizer wraps an optimizer so that every rank applies the
-// same update: the gradients averaged over all ranks. Report each
+// same update: the gradients averaged over all ranks (or summed, or combined
+// with Adasum: DistributedOptions.Op). Report each
 // parameter's gradient with GradReady as soon as the backward pass has
 // computed it; its all-reduce starts at once, overlapping the rest of the
 // backward pass. Step reports whatever was not reported yet, waits for
@@ -142,7 +150,7 @@ func (o *DistributedOptimizer) bind(rt *Runtime) {
 // last all-reduce.
 func (d *DistributedOptions) factors(size int, sameType bool) (pre, post float64) {
 	switch {
-	case d.Op == kernels.Sum:
+	case d.Op == kernels.Sum || d.Op == kernels.Adasum:
 		return 1, 1
 	case sameType:
 		return 1 / float64(size), 1
@@ -155,8 +163,14 @@ func (d *DistributedOptions) normalize() error {
 	if d.Op == 0 {
 		d.Op = kernels.Average
 	}
-	if d.Op != kernels.Average && d.Op != kernels.Sum {
-		return fmt.Errorf("hvd: DistributedOptimizer reduces with avg or sum, not %v", d.Op)
+	switch d.Op {
+	case kernels.Average, kernels.Sum:
+	case kernels.Adasum:
+		if d.Compression == FP16Compression || d.Compression == BF16Compression {
+			return fmt.Errorf("hvd: DistributedOptimizer with adasum sends float32 or float64, not %v", d.Compression)
+		}
+	default:
+		return fmt.Errorf("hvd: DistributedOptimizer reduces with avg, sum or adasum, not %v", d.Op)
 	}
 	if d.BackwardPassesPerStep == 0 {
 		d.BackwardPassesPerStep = 1

@@ -60,7 +60,11 @@ func (o *DistributedOptimizer) report(name string) error {
 
 // start begins the all-reduce of t, g's gradient or its wire copy.
 func (o *DistributedOptimizer) start(g *gradSync, t *Tensor, ro ReduceOptions) error {
-	g.h = o.rt.AllreduceAsync(t, kernels.Sum, ro)
+	op := kernels.Sum // the wire carries the average's scaling, if any
+	if o.opts.Op == kernels.Adasum {
+		op = kernels.Adasum
+	}
+	g.h = o.rt.AllreduceAsync(t, op, ro)
 	o.mu.Lock()
 	o.pending = append(o.pending, g)
 	o.mu.Unlock()

@@ -10,21 +10,32 @@ type Op uint8
 
 // The reduction operators. Average reduces as Sum; the caller (the collective
 // layer) then scales the result by 1/n, folded into the postscale factor.
+//
+// Adasum is not element-wise: it is the adaptive summation of Horovod's
+// op=Adasum, which combines whole vectors with coefficients made of their
+// dot products and norms (collective.Comm.AllreduceAdasum). It applies to
+// float32 and float64 all-reduces only; Lookup and Reduce refuse it.
 const (
 	Sum Op = iota + 1
 	Min
 	Max
 	Prod
 	Average
+	Adasum
 )
 
-var opNames = [...]string{Sum: "sum", Min: "min", Max: "max", Prod: "prod", Average: "avg"}
+var opNames = [...]string{Sum: "sum", Min: "min", Max: "max", Prod: "prod", Average: "avg", Adasum: "adasum"}
 
-// Ops lists every valid Op, for table tests and flag help.
+// Ops lists every element-wise Op (every valid Op but Adasum), for table
+// tests of the reductions and flag help.
 var Ops = []Op{Sum, Min, Max, Prod, Average}
 
-// Valid reports whether o is a defined operator.
-func (o Op) Valid() bool { return o >= Sum && o <= Average }
+// Valid reports whether o is a defined operator, Adasum included.
+func (o Op) Valid() bool { return o >= Sum && o <= Adasum }
+
+// ElementWise reports whether o reduces element by element (every valid
+// Op but Adasum): the operators Lookup has a ReduceFunc for.
+func (o Op) ElementWise() bool { return o >= Sum && o <= Average }
 
 // String returns the short lower-case name ("sum", "avg", ...).
 func (o Op) String() string {
@@ -42,16 +53,20 @@ func (o Op) Reduction() Op {
 	return o
 }
 
-// ParseOp accepts "sum", "min", "max", "prod" and "avg"/"average", case-insensitively.
+// ParseOp accepts "sum", "min", "max", "prod", "avg"/"average" and
+// "adasum", case-insensitively.
 func ParseOp(s string) (Op, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
-	if s == "average" || s == "mean" {
+	switch s {
+	case "average", "mean":
 		return Average, nil
+	case "adasum":
+		return Adasum, nil
 	}
 	for _, o := range Ops {
 		if s == opNames[o] {
 			return o, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %q (want one of sum, min, max, prod, avg)", ErrOp, s)
+	return 0, fmt.Errorf("%w: %q (want one of sum, min, max, prod, avg, adasum)", ErrOp, s)
 }

@@ -22,13 +22,16 @@ var reducers = [...][Prod + 1]ReduceFunc{
 }
 
 // Lookup returns the element-wise reducer for dt and op. Average reduces as
-// Sum (the caller scales afterwards). An invalid dt or op gives an error
-// wrapping ErrDType or ErrOp.
+// Sum (the caller scales afterwards). An invalid dt or op, or Adasum (not
+// element-wise), gives an error wrapping ErrDType or ErrOp.
 func Lookup(dt DType, op Op) (ReduceFunc, error) {
 	if !dt.Valid() {
 		return nil, fmt.Errorf("%w: %v", ErrDType, dt)
 	}
-	if !op.Valid() {
+	if !op.ElementWise() {
+		if op.Valid() {
+			return nil, fmt.Errorf("%w: %v is not element-wise", ErrOp, op)
+		}
 		return nil, fmt.Errorf("%w: %v", ErrOp, op)
 	}
 	return reducers[dt][op.Reduction()], nil

@@ -122,7 +122,8 @@ func TestReduceErrors(t *testing.T) {
 		{"zero dtype", 0, Sum, four, four, ErrDType},
 		{"unknown dtype", U8 + 1, Sum, four, four, ErrDType},
 		{"zero op", F32, 0, four, four, ErrOp},
-		{"unknown op", F32, Average + 1, four, four, ErrOp},
+		{"unknown op", F32, Adasum + 1, four, four, ErrOp},
+		{"adasum is not element-wise", F32, Adasum, four, four, ErrOp},
 		{"lengths differ", F32, Sum, four, eight, ErrLength},
 		{"partial element", F64, Sum, four, four, ErrLength},
 		{"partial f16", F16, Min, make([]byte, 3), make([]byte, 3), ErrLength},
@@ -141,6 +142,12 @@ func TestReduceErrors(t *testing.T) {
 	}
 	if _, err := Lookup(F32, 0); !errors.Is(err, ErrOp) {
 		t.Errorf("Lookup(F32, 0) error = %v", err)
+	}
+	if !Adasum.Valid() || Adasum.ElementWise() || !Sum.ElementWise() || Op(0).ElementWise() {
+		t.Errorf("Adasum: Valid %v, ElementWise %v; Sum ElementWise %v", Adasum.Valid(), Adasum.ElementWise(), Sum.ElementWise())
+	}
+	if op, err := ParseOp(" AdaSum "); op != Adasum || err != nil || Adasum.String() != "adasum" {
+		t.Errorf("ParseOp(adasum) = %v, %v; String %q", op, err, Adasum.String())
 	}
 	for _, dt := range DTypes {
 		for _, op := range Ops {

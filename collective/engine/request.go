@@ -125,6 +125,8 @@ func (r *Request) check(size int) error {
 		return fmt.Errorf("invalid dtype %v", r.DType)
 	case r.Kind.reduces() && !r.ReduceOp.Valid():
 		return fmt.Errorf("invalid reduce op %v", r.ReduceOp)
+	case r.Kind.reduces() && r.ReduceOp == kernels.Adasum && (r.Kind != KindAllreduce || r.DType != kernels.F32 && r.DType != kernels.F64):
+		return fmt.Errorf("adasum is an all-reduce of float32 or float64, not a %v of %v", r.Kind, r.DType)
 	case r.Kind == KindBroadcast && (r.Root < 0 || r.Root >= size):
 		return fmt.Errorf("root %d outside [0, %d)", r.Root, size)
 	case r.Group != 0 && (!r.Kind.groups() || r.GroupSize < 1):

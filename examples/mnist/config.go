@@ -26,6 +26,7 @@ type config struct {
 	Gamma       float64
 	Seed        uint64
 	Compression hvd.Compression
+	Adasum      bool // reduce gradients with Adasum, at one rank's learning rate
 	DataDir     string
 	SynthTrain  int
 	SynthTest   int
@@ -71,6 +72,7 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 		return err
 	})
 	cfg.Milestones = []float64{3, 4}
+	fs.BoolVar(&cfg.Adasum, "adasum", false, "combine the ranks' gradients with Adasum instead of averaging them, and keep one rank's learning rate (no scaling by np)")
 	fs.Float64Var(&cfg.Gamma, "gamma", 0.2, "learning-rate decay factor at each milestone")
 	fs.Uint64Var(&cfg.Seed, "seed", 42, "seed of the initial weights and the data order")
 	fs.StringVar(&cfg.DataDir, "data", "/usr/share/datasets/fashion-mnist", "directory of the Fashion-MNIST IDX files (.gz or not)")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
 )
 
 // trainer is one rank's training run.
@@ -88,13 +89,19 @@ func newTrainer(rt *hvd.Runtime, cfg config, out io.Writer) (*trainer, error) {
 	// The backward pass leaves each layer's gradients alone once it has
 	// reported them, so they are all-reduced where they are.
 	dopts := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true}
+	size := rt.Size() // the learning rate's scale after warm-up
+	if cfg.Adasum {
+		// Adasum of parallel gradients is their average, of orthogonal ones
+		// their sum: it scales itself, so the rate stays one rank's.
+		dopts.Op, size = kernels.Adasum, 1
+	}
 	if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, dopts); err != nil {
 		return nil, err
 	}
 	if t.spe = hvd.StepsPerEpoch(t.train.len(), rt.Size(), cfg.Batch); t.spe == 0 {
 		return nil, fmt.Errorf("%d training images are too few for %d ranks", t.train.len(), rt.Size())
 	}
-	t.sched = hvd.LRSchedule{Base: cfg.LR, Size: rt.Size(), WarmupEpochs: cfg.Warmup, Milestones: cfg.Milestones, Gamma: cfg.Gamma}
+	t.sched = hvd.LRSchedule{Base: cfg.LR, Size: size, WarmupEpochs: cfg.Warmup, Milestones: cfg.Milestones, Gamma: cfg.Gamma}
 	if cfg.CkptDir != "" {
 		t.ckpt = &hvd.Checkpointer{Dir: cfg.CkptDir, Keep: cfg.Keep}
 	}

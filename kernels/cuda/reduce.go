@@ -26,7 +26,7 @@ func (c *Context) Reduce(s *Stream, dt kernels.DType, op kernels.Op, dst, src ui
 	if err := checkDType(what, dt); err != nil {
 		return err
 	}
-	if !op.Valid() {
+	if !op.ElementWise() {
 		return fmt.Errorf("%w: %s: %w: %v", ErrUnsupported, what, kernels.ErrOp, op)
 	}
 	if err := c.checkElems(what, s, dt, n, dst, src); err != nil {
