@@ -95,7 +95,11 @@ func TestEngineShuffledOrders(t *testing.T) {
 				onEngines(t, es, func(r int, e *engine.Engine) error { return shuffledSteps(r, e, 4, 40) })
 				st := es[0].Stats()
 				t.Logf("rank 0: %+v", st)
-				if c.cache >= 40 && st.Cached < 3*40 {
+				// A steady-state operation comes from the cache, or, when it
+				// was a cycle's only one, completes early in the next
+				// cycle's exchange (Stats.Early), which a loaded machine
+				// makes more likely: both skip the full negotiation.
+				if c.cache >= 40 && st.Cached+st.Early < 3*40 {
 					t.Errorf("steady-state steps did not come from the cache: %+v", st)
 				}
 				if c.fusion > 1<<20 && st.Batches >= st.Tensors {
