@@ -144,38 +144,8 @@ type Poll struct {
 // stop after every sleep. Once gone reports that the writer has gone away,
 // Read returns what is left and then ErrGone instead of waiting.
 func (r *Ring) Read(p []byte, pl Poll, gone func() bool, stop func() error) error {
-	polled := pl.Spin <= 0
-	for len(p) > 0 {
-		head := atomic.LoadUint64(r.u64(offHead))
-		avail := int(head - r.pos)
-		if avail == 0 {
-			switch {
-			case !polled:
-				polled = true
-				r.poll(offHead, r.pos, pl, gone, stop)
-			case gone():
-				if atomic.LoadUint64(r.u64(offHead)) == r.pos {
-					return ErrGone
-				}
-			default:
-				if err := r.sleep(offWseq, offRwaiting, func() bool {
-					return atomic.LoadUint64(r.u64(offHead)) == head && !gone()
-				}, stop); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		n := min(avail, len(p), Piece)
-		at := int(r.pos % uint64(len(r.data)))
-		k := copy(p[:n], r.data[at:])
-		copy(p[k:n], r.data)
-		r.pos += uint64(n)
-		p = p[n:]
-		atomic.StoreUint64(r.u64(offTail), r.pos)
-		r.signal(offRseq, offWwaiting)
-	}
-	return nil
+	off := 0
+	return r.ReadFunc(len(p), func(b []byte) { off += copy(p[off:], b) }, pl, gone, stop)
 }
 
 // ReadFunc is Read that hands the bytes to fn where they lie in the ring
