@@ -102,14 +102,22 @@ func (e *Engine) since(start time.Time) time.Time {
 
 // drain hands the submitted requests and a Join to the negotiator. A
 // request without its submission time (one is read only for the
-// timeline) counts as submitted at now, the start of the cycle that takes
-// it: at most a cycle late for the ages that the stall inspector reads,
-// and one clock read fewer for every operation.
-func (e *Engine) drain(now time.Time) {
+// timeline) counts as submitted when the cycle that takes it drained the
+// queue: at most a cycle late for the ages that the stall inspector
+// reads, never early, and one clock read a cycle instead of one for
+// every operation. (The cycle's start, read just before, could be early:
+// a goroutine preempted between the two reads on a loaded machine let a
+// request submitted in between look older than it was, and a stall
+// shutdown came up to that much before the operation timeout.)
+func (e *Engine) drain(start time.Time) {
 	e.mu.Lock()
 	q, join := e.queue, e.joinReq
 	e.queue, e.joinReq = e.spare[:0], nil
 	e.mu.Unlock()
+	var now time.Time
+	if len(q) > 0 {
+		now = e.since(start)
+	}
 	for _, en := range q {
 		if en.submitted.IsZero() {
 			en.submitted = now
