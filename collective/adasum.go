@@ -88,15 +88,8 @@ func (x call) adasum(ctx context.Context, dt kernels.DType, buf []byte, counts [
 	if counts == nil {
 		counts = []int{n}
 	}
-	sum := 0
-	for i, k := range counts {
-		if k < 0 {
-			return x.invalid("tensor %d of %d elements", i, k)
-		}
-		sum += k
-	}
-	if sum != n {
-		return x.invalid("tensor counts add up to %d elements, buffer holds %d", sum, n)
+	if err := x.checkParts(counts, n, "tensor"); err != nil {
+		return err
 	}
 	pre, post := o.Factors(kernels.Adasum, x.c.Size())
 	if err := x.scale(dt, buf, pre); err != nil {

@@ -100,15 +100,22 @@ func (x call) checkCounts(counts []int, total int) error {
 	if len(counts) != x.c.Size() {
 		return x.invalid("%d counts for %d ranks", len(counts), x.c.Size())
 	}
+	return x.checkParts(counts, total, "rank")
+}
+
+// checkParts validates the element counts of parts laid back to back in a
+// buffer of total elements: none negative, their sum total. what names a
+// part in the error ("rank", "tensor").
+func (x call) checkParts(counts []int, total int, what string) error {
 	sum := 0
 	for i, n := range counts {
 		if n < 0 {
-			return x.invalid("count %d for rank %d", n, i)
+			return x.invalid("count %d for %s %d", n, what, i)
 		}
 		sum += n
 	}
 	if sum != total {
-		return x.invalid("counts add up to %d elements, buffer holds %d", sum, total)
+		return x.invalid("%s counts add up to %d elements, buffer holds %d", what, sum, total)
 	}
 	return nil
 }

@@ -18,13 +18,11 @@ const SummaryFile = "summary.svg"
 // dashboard on Config.Dashboard and the summary in Config.MetricsDir (see
 // Launch).
 func launchObserved(ctx context.Context, cfg Config) error {
-	// The defaults for the output and the log; launchJob gets cfg as it
-	// came (it validates it again, which some defaults would fail).
-	d, err := cfg.withDefaults()
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return err
 	}
-	log, stderr := d.logger(), d.Stderr
+	log := cfg.logger()
 	st, err := NewMetricsStore(cfg)
 	if err != nil {
 		return err
@@ -42,7 +40,7 @@ func launchObserved(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("%w: --dashboard %s: %v", ErrConfig, cfg.Dashboard, err)
 		}
 		defer dash.Close()
-		fmt.Fprintf(stderr, "gorun: dashboard at %s\n", dash.URL())
+		fmt.Fprintf(cfg.Stderr, "gorun: dashboard at %s\n", dash.URL())
 	}
 	jobErr := launchJob(ctx, cfg) // marks st ended
 	if cfg.MetricsDir != "" {
@@ -51,7 +49,7 @@ func launchObserved(ctx context.Context, cfg Config) error {
 		}
 	}
 	if dash != nil && cfg.DashboardLinger > 0 && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "gorun: the job is over; the dashboard stays at %s for %v (Ctrl-C ends it)\n",
+		fmt.Fprintf(cfg.Stderr, "gorun: the job is over; the dashboard stays at %s for %v (Ctrl-C ends it)\n",
 			dash.URL(), cfg.DashboardLinger)
 	}
 	if dash != nil {

@@ -84,11 +84,9 @@ func Launch(ctx context.Context, cfg Config) error {
 	return launchObserved(ctx, cfg)
 }
 
-// launchJob is Launch without the dashboard and the summary.
+// launchJob is Launch without the dashboard and the summary, for a cfg
+// that Launch has validated.
 func launchJob(ctx context.Context, cfg Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return err

@@ -139,24 +139,9 @@ func allreduceExact(t *testing.T, cs []*collective.Comm, dt kernels.DType, count
 // (its link failed while it waited) fails instead of delivering it.
 func TestShmRemoteSenderEndsWhenPeerGoes(t *testing.T) {
 	m := meshTuned(t, 2, Config{}, tuning{remoteMin: shm.RemoteFloor})
-	done := make(chan error, 1)
-	go func() {
-		done <- m[0].Conn(1).(collective.Rendezvous).SendWait(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shm.RemoteFloor))
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("SendWait with no reader returned %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	m[1].Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, collective.ErrPeerGone) {
-			t.Errorf("err = %v, want ErrPeerGone", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("SendWait still blocked 5s after the peer closed")
-	}
+	blockedUntilPeerCloses(t, m, "SendWait", func() error {
+		return m[0].Conn(1).(collective.Rendezvous).SendWait(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shm.RemoteFloor))
+	})
 }
 
 // TestShmRemoteReceiverFailsOnWithdrawnFrame: a sender whose wait for

@@ -205,23 +205,31 @@ func TestShmDeliversBeforePeerGone(t *testing.T) {
 // in a full ring ends with ErrPeerGone when the reader closes.
 func TestShmSenderBlockedByFullRingEndsWhenPeerGoes(t *testing.T) {
 	m := meshT(t, 2, Config{})
+	blockedUntilPeerCloses(t, m, "Send of twice the ring", func() error {
+		return m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shmring.MaxCapacity))
+	})
+}
+
+// blockedUntilPeerCloses checks that send, rank 0's send to rank 1 of m,
+// is still blocked 50 ms in with no reader, and ends with ErrPeerGone
+// within 5 s of rank 1's Close.
+func blockedUntilPeerCloses(t *testing.T, m []collective.Transport, what string, send func() error) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() {
-		done <- m[0].Conn(1).Send(t.Context(), collective.Tag{Seq: 1}, make([]byte, 2*shmring.MaxCapacity))
-	}()
+	go func() { done <- send() }()
 	select {
 	case err := <-done:
-		t.Fatalf("Send of twice the ring with no reader returned %v", err)
+		t.Fatalf("%s with no reader returned %v", what, err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	m[1].Close()
 	select {
 	case err := <-done:
 		if !errors.Is(err, collective.ErrPeerGone) {
-			t.Errorf("err = %v, want ErrPeerGone", err)
+			t.Errorf("%s: err = %v, want ErrPeerGone", what, err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Send still blocked 5s after the peer closed")
+		t.Fatalf("%s still blocked 5s after the peer closed", what)
 	}
 }
 
