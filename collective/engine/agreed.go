@@ -120,7 +120,14 @@ func (n *negotiator) fire(joined []bool) []*task {
 // that arrives uncached leaves the cache on every rank, and local hits on
 // it are sent uncached next cycle. A payload that does not decode is an
 // error; the Engine fails the Comm with it.
-func (n *negotiator) gathered(buf []byte) error {
+//
+// A request's age, which its rank measured at the start of its cycle,
+// counts back from now, when the gather ended here: that is after the
+// sender measured it, so the request never looks older than it is. (Counted
+// back from this rank's own cycle start, which a loaded machine can read
+// well before the sender's, it looked older by that skew, and a stalled
+// job stopped up to that much before the operation timeout.)
+func (n *negotiator) gathered(buf []byte, now time.Time) error {
 	for r, size := range n.sizes {
 		if size == 0 {
 			continue
@@ -135,7 +142,7 @@ func (n *negotiator) gathered(buf []byte) error {
 			return fmt.Errorf("engine: negotiation on rank %d: requests from rank %d: %w", n.rank, r, err)
 		}
 		for _, w := range reqs {
-			n.table.add(r, w.Request, n.start.Add(-w.Age))
+			n.table.add(r, w.Request, now.Add(-w.Age))
 			if slot := n.cache.evict(w.Name); slot >= 0 {
 				n.unhit(slot)
 			}

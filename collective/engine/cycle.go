@@ -67,10 +67,9 @@ func (e *Engine) cycle(ctx context.Context, start time.Time, stopping bool) (idl
 		e.complete(a.early) // counted with the cycle (see count)
 	}
 	if a.gather != nil {
-		if err := e.gather(ctx, p.payload, a.gather); err != nil {
+		if decided, err = e.gather(ctx, p.payload, a.gather); err != nil {
 			return false, false, err
 		}
-		decided = e.now()
 	}
 	d := e.neg.decide(decided)
 	if d.joinDone {
@@ -177,7 +176,7 @@ func (e *Engine) count(negotiation time.Duration, gathered bool, earlyBytes int,
 // gather all-gathers every rank's uncached requests (payload is this
 // rank's, sizes every rank's length) and hands them to the negotiator; a
 // payload that does not decode fails the Comm.
-func (e *Engine) gather(ctx context.Context, payload []byte, sizes []int) error {
+func (e *Engine) gather(ctx context.Context, payload []byte, sizes []int) (time.Time, error) {
 	total, off := 0, 0
 	for r, n := range sizes {
 		if r == e.rank {
@@ -193,13 +192,14 @@ func (e *Engine) gather(ctx context.Context, payload []byte, sizes []int) error 
 	ctx = e.deadline.arm(ctx)
 	defer e.deadline.disarm()
 	if err := e.c.Allgather(ctx, kernels.U8, buf, sizes); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	if err := e.neg.gathered(buf); err != nil {
+	now := e.now()
+	if err := e.neg.gathered(buf, now); err != nil {
 		e.c.Abort(err)
-		return err
+		return time.Time{}, err
 	}
-	return nil
+	return now, nil
 }
 
 // stopWith fails every operation still pending with err and records it as

@@ -108,7 +108,7 @@ func (l *lockstep) follow(props []proposal, ctl []byte) []rankCycle {
 			continue
 		}
 		if rc.gather != nil {
-			if err := n.gathered(slices.Clone(gathered)); err != nil {
+			if err := n.gathered(slices.Clone(gathered), n.start); err != nil {
 				l.t.Fatalf("rank %d: gathered: %v", r, err)
 			}
 		}

@@ -225,7 +225,7 @@ func TestNegotiatorBadPayload(t *testing.T) {
 	for i := range bad {
 		bad[i] = 0xFF
 	}
-	if err := n.gathered(bad); err == nil || !strings.Contains(err.Error(), "requests from rank 0") {
+	if err := n.gathered(bad, n.start); err == nil || !strings.Contains(err.Error(), "requests from rank 0") {
 		t.Fatalf("gathered garbage: %v", err)
 	}
 }

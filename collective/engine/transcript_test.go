@@ -503,7 +503,7 @@ func (j *trJob) follow(n *negotiator, agreed, gathered []byte) (string, error) {
 	}
 	if a.gather != nil {
 		fmt.Fprintf(&b, "gather %v\n", a.gather)
-		if err := n.gathered(slices.Clone(gathered)); err != nil {
+		if err := n.gathered(slices.Clone(gathered), n.start); err != nil {
 			return "", err
 		}
 	}
