@@ -82,18 +82,21 @@ func (r *recorder) evaluated() []int64 {
 // scans counts Run's listings of the directory and lets a test wait for
 // them.
 type scans struct {
-	n    atomic.Int64
-	tick chan struct{}
-	on   func(n int64) // called in Run's goroutine after listing n
+	n     atomic.Int64 // listings whose on call has returned
+	calls int64        // listings begun; only Run's goroutine touches it
+	tick  chan struct{}
+	on    func(n int64) // called in Run's goroutine after listing n
 }
 
 func newScans() *scans { return &scans{tick: make(chan struct{}, 1)} }
 
 func (s *scans) scanned() {
-	n := s.n.Add(1)
+	s.calls++
+	n := s.calls
 	if s.on != nil {
-		s.on(n)
+		s.on(n) // before n is published, so waitFor sees what on recorded
 	}
+	s.n.Store(n)
 	select {
 	case s.tick <- struct{}{}:
 	default:
