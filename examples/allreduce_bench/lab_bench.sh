@@ -13,7 +13,8 @@
 # Knobs (environment):
 #   REPS=3                 launches per (layout, peer)
 #   SIZES=64M              bytes per rank, float32 sum; comma separated, K/M/G suffixes allowed
-#   RATE=2gbit             tc rate of every link, each direction, for the bandwidth layouts
+#   RATE=2gbit             tc rate of every link, each direction, for the bandwidth layouts;
+#                          RATE=none leaves the links unlimited (veth at the processor's pace)
 #   LAYOUTS="2x2 4x1 2x1@lat"   HOSTSxRANKS_PER_HOST; "@lat" marks a latency layout: no rate
 #                          limit, LAT_SIZE only, reported in microseconds
 #   LAT_SIZE=4K            size of the latency layouts
@@ -141,7 +142,9 @@ trap 'exit 143' TERM
 
 "$LAB" down -state "$STATE" >/dev/null 2>&1 # a lab an earlier run left
 log "bringing up a lab of $MAX_HOSTS hosts"
-"$LAB" up -state "$STATE" -hosts "$MAX_HOSTS" -rate "$RATE" >"$OUT/logs/lab-up.txt" || die "lab up failed"
+LAB_RATE_ARG=$RATE
+[ "$RATE" = none ] && LAB_RATE_ARG=
+"$LAB" up -state "$STATE" -hosts "$MAX_HOSTS" -rate "$LAB_RATE_ARG" >"$OUT/logs/lab-up.txt" || die "lab up failed"
 sed -n '1,/^$/p' "$OUT/logs/lab-up.txt" >&2
 # shellcheck disable=SC1091
 . "$STATE/lab.env"
@@ -238,7 +241,7 @@ for lay in $LAYOUTS; do
 		set_rate ""
 		sizes=$LAT_B
 	else
-		set_rate "$RATE"
+		set_rate "$LAB_RATE_ARG"
 		sizes=$SIZES_B
 	fi
 	for rep in $(seq 1 "$REPS"); do
@@ -267,6 +270,7 @@ done
 
 # ---------------------------------------------------------------- tables
 RATE_GBPS=$(rate_gbps "$RATE")
+[ "$RATE" = none ] && RATE_GBPS="—"
 summary() {
 	awk -F'\t' -v peers="$PEERS" -v layouts="$LAYOUTS" -v rate="$RATE" -v limit="$RATE_GBPS" -v reps="$REPS" '
 	function median(list,   a, n, i, j, t) {

@@ -25,6 +25,8 @@
 
 /* plan gives the warm-up calls, the most samples and the calls per sample
  * for a size: allreduce_bench's table. */
+static int max_iters; /* -i: the most samples at every size (0: the table's) */
+
 static void plan(long bytes, int *warm, int *iters, int *k) {
 	if (bytes <= 16L << 10) {
 		*warm = 200, *iters = 200, *k = 20;
@@ -39,6 +41,8 @@ static void plan(long bytes, int *warm, int *iters, int *k) {
 	} else {
 		*warm = 1, *iters = 5, *k = 1;
 	}
+	if (max_iters > 0)
+		*iters = max_iters;
 }
 
 static void fill(float *buf, long count, float v) {
@@ -123,9 +127,11 @@ int main(int argc, char **argv) {
 			budget = atof(argv[i + 1]);
 		else if (!strcmp(argv[i], "-w"))
 			warm_budget = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "-i"))
+			max_iters = atoi(argv[i + 1]);
 		else {
 			if (rank == 0)
-				fprintf(stderr, "usage: mpi_allreduce [-l label] [-s bytes,...] [-b budget_s] [-w warm_budget_s]\n");
+				fprintf(stderr, "usage: mpi_allreduce [-l label] [-s bytes,...] [-b budget_s] [-w warm_budget_s] [-i max_samples]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
 	}
