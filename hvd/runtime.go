@@ -24,15 +24,18 @@ import (
 // names every rank has submitted, fuses them into few large operations
 // and runs them in the same order everywhere.
 type Runtime struct {
-	env      jobenv.Env
-	log      *slog.Logger
-	comm     *collective.Comm
-	engine   *engine.Engine
-	timeline *os.File           // rank 0's timeline file, or nil
-	tuneLog  *os.File           // rank 0's autotuning log, or nil
-	rdv      *rendezvous.Client // gorun's rendezvous; nil without gorun
-	launcher string             // what started the job (runner.Launcher*)
-	hostOf   []string           // each rank's host, from the rendezvous; nil for a given transport
+	env        jobenv.Env
+	log        *slog.Logger
+	comm       *collective.Comm
+	engine     *engine.Engine
+	timeline   *os.File           // rank 0's timeline file, or nil
+	tuneLog    *os.File           // rank 0's autotuning log, or nil
+	rdv        *rendezvous.Client // gorun's rendezvous; nil without gorun
+	launcher   string             // what started the job (runner.Launcher*)
+	hostOf     []string           // each rank's host, from the rendezvous; nil for a given transport
+	routeHints []string           // the launcher's other hosts, for choosing a data-plane address
+
+	psets processSets // the process sets (processset.go)
 
 	links *blameTransport // the counting links under gorun, or nil
 	pub   *publisher      // LogScalars' buffer and sender
@@ -133,7 +136,7 @@ func (r *Runtime) join(ctx context.Context, plan jobenv.JoinPlan) (collective.Tr
 		}
 		return nil, err
 	}
-	r.env, r.hostOf = env, hostOf
+	r.env, r.hostOf, r.routeHints = env, hostOf, plan.RouteHints
 	if plan.Launcher == jobenv.LauncherGorun || plan.Launcher == "" {
 		r.rdv = rdv
 	} else {
@@ -195,6 +198,7 @@ func (r *Runtime) watchLauncher() {
 		r.rdv.Watch(ctx, 0, 0, func(err error) {
 			r.log.Error("hvd: lost the launcher", "err", err)
 			r.comm.Abort(fmt.Errorf("%w: %w", ErrLauncherLost, err))
+			r.psets.abortAll(fmt.Errorf("%w: %w", ErrLauncherLost, err))
 		})
 	}
 }
@@ -273,6 +277,7 @@ func (r *Runtime) Shutdown() error {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
+	r.psets.closeAll()
 	r.engine.Shutdown()
 	r.closeDevice()
 	r.stop()
