@@ -278,13 +278,19 @@ func (ps *ProcessSet) jobRanks(set []int) string {
 // newSetRuntime makes the runtime that runs ps's collectives over tr, a
 // transport among the set's ranks: a Comm and an engine of its own, with
 // the job's knobs. It shares nothing with the job's runtime but its
-// logger and environment.
+// logger, environment and, to report which peer's failure failed this
+// rank, gorun's rendezvous client; its Shutdown is never called (see
+// ProcessSet.close).
 func newSetRuntime(r *Runtime, ps *ProcessSet, tr collective.Transport) *Runtime {
 	env := r.env
 	env.Rank, env.Size = ps.index, len(ps.ranks)
 	log := r.log.With("process_set", ps.id)
-	v := &Runtime{env: env, log: log, launcher: r.launcher}
+	v := &Runtime{env: env, log: log, launcher: r.launcher, rdv: r.rdv}
 	v.psets.of = ps
+	tr = v.reportPeerFailures(tr) // under gorun, a peer's failure is reported as the job's (blame.go)
+	if b, ok := tr.(*blameTransport); ok {
+		b.ranks = ps.ranks
+	}
 	opts := collective.Options{Hierarchical: hierarchy(r.env.Hierarchical)}
 	if len(r.hostOf) == r.env.Size {
 		hosts := make([]string, len(ps.ranks))

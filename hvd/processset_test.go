@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -357,5 +358,43 @@ func TestProcessSetPeerShutdown(t *testing.T) {
 	}
 	if _, err := rts[2].AddProcessSet(context.Background(), []int{0}); !errors.Is(err, hvd.ErrShutdown) {
 		t.Errorf("AddProcessSet after Shutdown: %v; want ErrShutdown", err)
+	}
+}
+
+// TestProcessSetUnderGorun: in a job joined through a rendezvous, as
+// gorun's ranks join, a set's links form on the data-plane host with the
+// job's secret, its collectives run, and when rank 3's links of set
+// {1, 2, 3} fail, ranks 1 and 2 tell the launcher that rank 3 (the job's
+// rank, not the set's) failed them.
+func TestProcessSetUnderGorun(t *testing.T) {
+	rts, srv := gorunJob(t, 4)
+	sets := addSet(t, rts, []int{1, 2, 3})
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
+		if ps := sets[rt.Rank()]; ps.Included() {
+			return setCollectives(context.Background(), ps, rt.Rank())
+		}
+		return nil
+	})
+	hvd.CrashProcessSet(sets[3], errors.New("rank 3 crashed"))
+	hvdtest.Each(t, rts[1:3], func(rt *hvd.Runtime) error {
+		err := sets[rt.Rank()].Allreduce(context.Background(), hvd.NewTensor("x", []float32{1}), kernels.Sum, hvd.ReduceOptions{})
+		if !errors.Is(err, hvd.ErrPeerGone) {
+			return fmt.Errorf("allreduce with rank 3 gone: %v", err)
+		}
+		// A rank that learns of the loss from another reports a peer
+		// gone, as in the job's own links; never the set's rank 2.
+		if v, ok := reported(srv, rt.Rank()); !ok || v != "3" && v != jobenv.PeerGone {
+			return fmt.Errorf("reported %q (%v), want 3 or %s", v, ok, jobenv.PeerGone)
+		}
+		return nil
+	})
+	named := 0
+	for r := 1; r <= 2; r++ {
+		if v, _ := reported(srv, r); v == "3" {
+			named++
+		}
+	}
+	if named == 0 {
+		t.Error("neither rank 1 nor rank 2 named rank 3 to the launcher")
 	}
 }
