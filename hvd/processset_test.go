@@ -398,3 +398,36 @@ func TestProcessSetUnderGorun(t *testing.T) {
 		t.Error("neither rank 1 nor rank 2 named rank 3 to the launcher")
 	}
 }
+
+// TestProcessSetDistributedOptimizer: an optimizer wrapped for set {1, 2}
+// of a job of 3 averages gradients over the set alone (rank 1's 1 and
+// rank 2's 2 average to 1.5), and rank 0 cannot wrap one.
+func TestProcessSetDistributedOptimizer(t *testing.T) {
+	rts := hvdtest.Start(t, 3)
+	sets := addSet(t, rts, []int{1, 2})
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
+		p := hvd.NewParam("w", 2)
+		sgd, err := hvd.NewSGD([]*hvd.Param{p}, hvd.SGDConfig{LR: 1})
+		if err != nil {
+			return err
+		}
+		opt, err := sets[rt.Rank()].NewDistributedOptimizer(sgd, hvd.DistributedOptions{})
+		if rt.Rank() == 0 {
+			if !errors.Is(err, hvd.ErrNotInProcessSet) {
+				return fmt.Errorf("wrapping outside the set: %v", err)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p.Grad[0], p.Grad[1] = float64(rt.Rank()), 4
+		if err := opt.Step(context.Background()); err != nil {
+			return err
+		}
+		if p.Value[0] != -1.5 || p.Value[1] != -4 {
+			return fmt.Errorf("values after one step: %v, want [-1.5 -4]", p.Value)
+		}
+		return nil
+	})
+}
