@@ -291,17 +291,24 @@ func newSetRuntime(r *Runtime, ps *ProcessSet, tr collective.Transport) *Runtime
 	if b, ok := tr.(*blameTransport); ok {
 		b.ranks = ps.ranks
 	}
-	opts := collective.Options{Hierarchical: hierarchy(r.env.Hierarchical)}
-	if len(r.hostOf) == r.env.Size {
-		hosts := make([]string, len(ps.ranks))
-		for i, g := range ps.ranks {
-			hosts[i] = r.hostOf[g]
-		}
-		opts.Hosts = hostIndexes(hosts)
-	}
+	opts := collective.Options{Hierarchical: hierarchy(r.env.Hierarchical), Hosts: r.setHosts(ps.ranks)}
 	v.comm = collective.NewComm(tr, opts)
 	v.engine = engine.New(v.comm, engine.Config{Engine: r.env.Engine, Logger: log})
 	return v
+}
+
+// setHosts returns the host of each of ranks as small integers (see
+// collective.Options.Hosts), or nil where the runtime does not know the
+// ranks' hosts (a given transport).
+func (r *Runtime) setHosts(ranks []int) []int {
+	if len(r.hostOf) != r.env.Size {
+		return nil
+	}
+	hosts := make([]string, len(ranks))
+	for i, g := range ranks {
+		hosts[i] = r.hostOf[g]
+	}
+	return hostIndexes(hosts)
 }
 
 // setTransport is a set's transport, whose hosts name the job's ranks, so

@@ -49,6 +49,16 @@ func (r *Runtime) AddProcessSet(ctx context.Context, ranks []int) (*ProcessSet, 
 	return ps, nil
 }
 
+// addConfiguredSets adds the sets of Config.ProcessSets, in order.
+func (r *Runtime) addConfiguredSets(ctx context.Context, sets [][]int) error {
+	for _, ranks := range sets {
+		if _, err := r.AddProcessSet(ctx, ranks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkRanks says what is wrong with ranks as a process set of a job of
 // size ranks, or nil.
 func checkRanks(ranks []int, size int) error {
@@ -154,7 +164,7 @@ func (r *Runtime) setMesh(ctx context.Context, ps *ProcessSet, ln *tcptransport.
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: ps.index, Size: n, Addrs: addrs, Secret: secret, TLS: r.env.TLS,
 		NoSharedMemory: r.env.NoSharedMemory, Logger: r.log.With("process_set", ps.id),
-		Eager: collective.SchedulePeers(ps.index, n, nil),
+		Eager: collective.SchedulePeers(ps.index, n, r.setHosts(ps.ranks)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("forming the set's links: %w", err)

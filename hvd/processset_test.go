@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
@@ -430,4 +431,52 @@ func TestProcessSetDistributedOptimizer(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestConfigProcessSets: the sets of Config.ProcessSets exist, numbered in
+// order, once NewRuntime returns (here over a loopback TCP mesh), and a
+// list that is not a valid set fails the start on every rank.
+func TestConfigProcessSets(t *testing.T) {
+	lists := [][]int{{0, 1}, {1, 2}}
+	rts := hvdtest.Start(t, 3, hvdtest.OverTCP(), hvdtest.WithConfig(func(cfg *hvd.Config) { cfg.ProcessSets = lists }))
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
+		sets := rt.ProcessSets()
+		if len(sets) != 2 {
+			return fmt.Errorf("%d sets, want 2", len(sets))
+		}
+		for i, ps := range sets {
+			if ps.ID() != i+1 || !slices.Equal(ps.Ranks(), lists[i]) {
+				return fmt.Errorf("set %d is %v", i+1, ps)
+			}
+			if !ps.Included() {
+				if err := outsider(context.Background(), ps); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := setCollectives(context.Background(), ps, rt.Rank()); err != nil {
+				return fmt.Errorf("%v: %w", ps, err)
+			}
+		}
+		return nil
+	})
+	err := hvdtest.Run(2, func(*hvd.Runtime) error { return nil },
+		hvdtest.WithConfig(func(cfg *hvd.Config) { cfg.ProcessSets = [][]int{{1, 0}} }))
+	if !errors.Is(err, hvd.ErrInvalidArgument) || !strings.Contains(err.Error(), "ascending") {
+		t.Errorf("starting with process set [1 0]: %v; want ErrInvalidArgument", err)
+	}
+}
+
+// TestProcessSetStallBounded: when rank 1 never submits the tensor that
+// rank 0 submits to their set, rank 0's operation fails with ErrStall
+// once the op timeout has passed, naming the job's rank 1; nothing waits
+// forever.
+func TestProcessSetStallBounded(t *testing.T) {
+	rts := hvdtest.Start(t, 3, hvdtest.WithConfig(func(cfg *hvd.Config) { cfg.OpTimeout = 300 * time.Millisecond }))
+	sets := addSet(t, rts, []int{1, 2})
+	err := sets[2].Allreduce(context.Background(), hvd.NewTensor("lonely", []float32{1}), kernels.Sum, hvd.ReduceOptions{})
+	if !errors.Is(err, hvd.ErrStall) || !strings.Contains(err.Error(), "lonely") || !strings.Contains(err.Error(), "set rank 0 is rank 1") {
+		t.Errorf("an all-reduce that rank 1 never submits: %v; want ErrStall naming it and rank 1", err)
+	}
+	t.Log(err)
 }

@@ -93,6 +93,10 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.pub.start()
 	r.watchLauncher()
 	r.logJoin(cfg.Plan)
+	if err := r.addConfiguredSets(ctx, cfg.ProcessSets); err != nil {
+		r.Shutdown()
+		return nil, err
+	}
 	return r, nil
 }
 
