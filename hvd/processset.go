@@ -58,6 +58,7 @@ type ProcessSet struct {
 
 	mu       sync.Mutex
 	removed  bool
+	failure  error     // Err when the set was removed
 	released sync.Once // the set's engine and links were closed
 }
 
@@ -77,6 +78,33 @@ func (ps *ProcessSet) Rank() int { return ps.index }
 
 // Included reports whether this rank is in the set.
 func (ps *ProcessSet) Included() bool { return ps.index >= 0 }
+
+// Err reports the failure that ended the set's communicator or engine on
+// this rank (a peer of the set gone, a stall, a mismatch), or nil; it
+// matches hvd's sentinels as operations' errors do. Outside the set it is
+// nil; once the set is removed, it is the failure that came before.
+func (ps *ProcessSet) Err() error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.removed {
+		return ps.failure
+	}
+	return ps.liveErr()
+}
+
+// liveErr is the failure of the set's communicator or engine, or nil.
+func (ps *ProcessSet) liveErr() error {
+	if ps.view == nil {
+		return nil
+	}
+	if err := ps.view.comm.Err(); err != nil {
+		return withSentinel(err)
+	}
+	if err := ps.view.engine.Err(); err != nil {
+		return withSentinel(err)
+	}
+	return nil
+}
 
 // String describes the set, as in "process set 2 (ranks [0 2 3])".
 func (ps *ProcessSet) String() string {
@@ -104,6 +132,9 @@ func (ps *ProcessSet) markRemoved() bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	live := !ps.removed
+	if live {
+		ps.failure = ps.liveErr()
+	}
 	ps.removed = true
 	return live
 }

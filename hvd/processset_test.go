@@ -304,6 +304,9 @@ func TestRemoveProcessSet(t *testing.T) {
 		if err := rt.RemoveProcessSet(ctx, ps); !errors.Is(err, hvd.ErrProcessSetRemoved) {
 			return fmt.Errorf("second removal: %v", err)
 		}
+		if err := ps.Err(); err != nil {
+			return fmt.Errorf("Err of a set removed in good order: %v", err)
+		}
 		if live := rt.ProcessSets(); len(live) != 1 || live[0] != kept[rt.Rank()] {
 			return fmt.Errorf("live sets after removal: %v", live)
 		}
@@ -335,6 +338,12 @@ func TestProcessSetPeerDies(t *testing.T) {
 			return fmt.Errorf("allreduce with rank 3 gone: %v; want ErrPeerGone naming rank 3", err)
 		}
 		t.Logf("rank %d: %v", rt.Rank(), err)
+		if err := sets[rt.Rank()].Err(); !errors.Is(err, hvd.ErrPeerGone) {
+			return fmt.Errorf("the set's Err with rank 3 gone: %v", err)
+		}
+		if err := rt.Err(); err != nil {
+			return fmt.Errorf("the job's Err after the set failed: %v", err)
+		}
 		return nil
 	})
 	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
@@ -387,7 +396,7 @@ func TestProcessSetUnderGorun(t *testing.T) {
 		// A rank that learns of the loss from another reports a peer
 		// gone, as in the job's own links; never the set's rank 2.
 		if v, ok := reported(srv, rt.Rank()); !ok || v != "3" && v != jobenv.PeerGone {
-			return fmt.Errorf("reported %q (%v), want 3 or %s", v, ok, jobenv.PeerGone)
+			return fmt.Errorf("reported %q (%v), want 3 or %s; the error: %v", v, ok, jobenv.PeerGone, err)
 		}
 		return nil
 	})
