@@ -26,7 +26,9 @@ import (
 // set, and ranks (a broadcast's root) are the job's ranks. A rank outside
 // the set that calls one gets an error matching ErrNotInProcessSet; after
 // RemoveProcessSet, ErrProcessSetRemoved (an operation that races with
-// the removal may fail with ErrShutdown instead).
+// the removal may fail with ErrShutdown instead). Join, device tensors,
+// the timeline and the package's slice and object helpers belong to the
+// job alone; a set's engine takes the job's knobs.
 //
 // # Why a mesh of its own
 //
