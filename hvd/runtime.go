@@ -24,18 +24,18 @@ import (
 // names every rank has submitted, fuses them into few large operations
 // and runs them in the same order everywhere.
 type Runtime struct {
-	env        jobenv.Env
-	log        *slog.Logger
-	comm       *collective.Comm
-	engine     *engine.Engine
-	timeline   *os.File           // rank 0's timeline file, or nil
-	tuneLog    *os.File           // rank 0's autotuning log, or nil
-	rdv        *rendezvous.Client // gorun's rendezvous; nil without gorun
-	launcher   string             // what started the job (runner.Launcher*)
-	hostOf     []string           // each rank's host, from the rendezvous; nil for a given transport
-	routeHints []string           // the launcher's other hosts, for choosing a data-plane address
+	env      jobenv.Env
+	log      *slog.Logger
+	comm     *collective.Comm
+	engine   *engine.Engine
+	timeline *os.File           // rank 0's timeline file, or nil
+	tuneLog  *os.File           // rank 0's autotuning log, or nil
+	rdv      *rendezvous.Client // gorun's rendezvous; nil without gorun
+	launcher string             // what started the job (runner.Launcher*)
+	hostOf   []string           // each rank's host, from the rendezvous; nil for a given transport
 
-	psets processSets // the process sets (processset.go)
+	routeHints []string    // the launcher's other hosts, for choosing a data-plane address
+	psets      processSets // the process sets (processset.go)
 
 	links *blameTransport // the counting links under gorun, or nil
 	pub   *publisher      // LogScalars' buffer and sender
