@@ -60,6 +60,15 @@ type blameTransport struct {
 	r     *Runtime
 	conns []collective.Conn // by peer; nil for this rank
 	once  sync.Once         // the one report
+	ranks []int             // a process set's links: the job's rank of each of the set's ranks; nil for the job's
+}
+
+// job returns the job's rank of the transport's rank i.
+func (t *blameTransport) job(i int) int {
+	if t.ranks == nil || i < 0 || i >= len(t.ranks) {
+		return i
+	}
+	return t.ranks[i]
 }
 
 // Conn returns the reporting link to peer.
@@ -93,13 +102,17 @@ func (t *blameTransport) peerCause() string {
 	}
 	err := t.r.comm.Err()
 	if na, ok := errors.AsType[*engine.NoAnswerError](err); ok && len(na.Silent) > 0 {
-		return jobenv.SilentBecause(na.Silent, na.Limit) // ranks that stopped answering
+		silent := make([]int, len(na.Silent))
+		for i, p := range na.Silent {
+			silent[i] = t.job(p)
+		}
+		return jobenv.SilentBecause(silent, na.Limit) // ranks that stopped answering
 	}
 	if !errors.Is(err, collective.ErrPeerGone) {
 		return ""
 	}
 	if oe, ok := errors.AsType[*collective.OpError](err); ok && oe.Peer >= 0 {
-		return strconv.Itoa(oe.Peer)
+		return strconv.Itoa(t.job(oe.Peer))
 	}
 	return jobenv.PeerGone
 }
@@ -108,7 +121,7 @@ func (t *blameTransport) peerCause() string {
 // says that the peer went away.
 func (t *blameTransport) peerFailed(peer int, err error) {
 	if errors.Is(err, collective.ErrPeerGone) && !t.shuttingDown() {
-		t.report(strconv.Itoa(peer))
+		t.report(strconv.Itoa(t.job(peer)))
 	}
 }
 
@@ -127,7 +140,7 @@ func (t *blameTransport) report(because string) {
 	t.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 		defer cancel()
-		if err := t.r.rdv.Set(ctx, jobenv.FailedBecauseKey(t.r.env.Rank), []byte(because)); err != nil {
+		if err := t.r.rdv.Set(ctx, jobenv.FailedBecauseKey(t.job(t.r.env.Rank)), []byte(because)); err != nil {
 			t.r.log.Debug("hvd: cannot tell the launcher why this rank fails", "because", because, "err", err)
 		}
 	})

@@ -40,6 +40,13 @@ type Config struct {
 	// serves the rendezvous, and what to work out from the peer table. The
 	// zero value joins gorun's rendezvous as the Config says.
 	Plan jobenv.JoinPlan
+	// ProcessSets lists process sets that NewRuntime adds, in this order,
+	// once the job is formed (see Runtime.AddProcessSet; Horovod's
+	// init(process_sets=...)): every rank must give the same lists. They
+	// have IDs 1, 2, ... and Runtime.ProcessSets returns them. A set that
+	// cannot be added fails NewRuntime. An elastic job's sizes change
+	// between generations: add its sets in the training function instead.
+	ProcessSets [][]int
 }
 
 // DefaultConfig returns the Config of a job of one rank (rank 0 of 1, on

@@ -45,6 +45,11 @@
 // calls Join, and the others' all-reduces go on without it until every
 // rank has joined.
 //
+// Runtime.AddProcessSet makes a ProcessSet: a subset of the ranks with the
+// same collectives, run by an engine of its own over links among its
+// ranks, beside the job's collectives and other sets (Horovod's process
+// sets).
+//
 // Tensors in GPU memory (DeviceTensor) have their own AllreduceDevice,
 // BroadcastDevice and AllgatherDevice in a build with -tags cuda; they are
 // staged through page-locked host memory in spans that overlap the copies

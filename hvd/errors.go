@@ -20,6 +20,12 @@ var (
 	ErrNoCUDA = errors.New("hvd: built without CUDA support (rebuild with -tags cuda)")
 	// ErrLauncherLost: the launcher (gorun) died or stopped the job.
 	ErrLauncherLost = errors.New("hvd: lost contact with the launcher")
+	// ErrNotInProcessSet: an operation was submitted to a ProcessSet that
+	// does not include this rank.
+	ErrNotInProcessSet = errors.New("hvd: rank is not in the process set")
+	// ErrProcessSetRemoved: an operation was submitted to a ProcessSet
+	// after RemoveProcessSet (or the runtime's Shutdown) removed it.
+	ErrProcessSetRemoved = errors.New("hvd: process set was removed")
 
 	// What a collective operation fails with, for callers to branch on
 	// without importing collective or collective/engine: every error that

@@ -63,7 +63,7 @@ func (r *Runtime) runInPlace(ctx context.Context, op string, t *Tensor, req engi
 
 // wrap names the operation, tensor and rank of an engine error.
 func (r *Runtime) wrap(op, name string, err error) error {
-	return fmt.Errorf("hvd: %s %q on rank %d: %w", op, name, r.Rank(), withSentinel(err))
+	return fmt.Errorf("hvd: %s %q on %s: %w", op, name, r.where(err), withSentinel(err))
 }
 
 // sentinels maps the engine's and collective's sentinels to hvd's: an

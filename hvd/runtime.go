@@ -34,6 +34,9 @@ type Runtime struct {
 	launcher string             // what started the job (runner.Launcher*)
 	hostOf   []string           // each rank's host, from the rendezvous; nil for a given transport
 
+	routeHints []string    // the launcher's other hosts, for choosing a data-plane address
+	psets      processSets // the process sets (processset.go)
+
 	links *blameTransport // the counting links under gorun, or nil
 	pub   *publisher      // LogScalars' buffer and sender
 
@@ -90,6 +93,10 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.pub.start()
 	r.watchLauncher()
 	r.logJoin(cfg.Plan)
+	if err := r.addConfiguredSets(ctx, cfg.ProcessSets); err != nil {
+		r.Shutdown()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -133,7 +140,7 @@ func (r *Runtime) join(ctx context.Context, plan jobenv.JoinPlan) (collective.Tr
 		}
 		return nil, err
 	}
-	r.env, r.hostOf = env, hostOf
+	r.env, r.hostOf, r.routeHints = env, hostOf, plan.RouteHints
 	if plan.Launcher == jobenv.LauncherGorun || plan.Launcher == "" {
 		r.rdv = rdv
 	} else {
@@ -195,6 +202,7 @@ func (r *Runtime) watchLauncher() {
 		r.rdv.Watch(ctx, 0, 0, func(err error) {
 			r.log.Error("hvd: lost the launcher", "err", err)
 			r.comm.Abort(fmt.Errorf("%w: %w", ErrLauncherLost, err))
+			r.psets.abortAll(fmt.Errorf("%w: %w", ErrLauncherLost, err))
 		})
 	}
 }
@@ -273,6 +281,7 @@ func (r *Runtime) Shutdown() error {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
+	r.psets.closeAll()
 	r.engine.Shutdown()
 	r.closeDevice()
 	r.stop()
