@@ -44,7 +44,9 @@ type Config struct {
 	// once the job is formed (see Runtime.AddProcessSet; Horovod's
 	// init(process_sets=...)): every rank must give the same lists. They
 	// have IDs 1, 2, ... and Runtime.ProcessSets returns them. A set that
-	// cannot be added fails NewRuntime. An elastic job's sizes change
+	// cannot be added fails NewRuntime. When ProcessSets is nil, the sets
+	// of Knobs.ProcessSets are added instead (GOROVOD_PROCESS_SETS, gorun's
+	// --process-sets; read by Init and ConfigFromEnv). An elastic job's sizes change
 	// between generations: add its sets in the training function instead.
 	ProcessSets [][]int
 }

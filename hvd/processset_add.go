@@ -12,6 +12,7 @@ import (
 	"github.com/gorovod/gorovod/collective/memtransport"
 	"github.com/gorovod/gorovod/collective/tcptransport"
 	"github.com/gorovod/gorovod/jobenv"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // AddProcessSet makes a process set of ranks (the job's ranks, in
@@ -47,6 +48,20 @@ func (r *Runtime) AddProcessSet(ctx context.Context, ranks []int) (*ProcessSet, 
 		return nil, fmt.Errorf("hvd: adding %v on rank %d: %w", ps, r.Rank(), err)
 	}
 	return ps, nil
+}
+
+// processSets returns the sets NewRuntime adds: ProcessSets, or when that
+// is nil those of the process-sets knob (GOROVOD_PROCESS_SETS, gorun's
+// --process-sets).
+func (c Config) processSets() ([][]int, error) {
+	if c.ProcessSets != nil {
+		return c.ProcessSets, nil
+	}
+	sets, err := settings.ParseProcessSets(c.Knobs.ProcessSets)
+	if err != nil {
+		return nil, invalidArgument(err)
+	}
+	return sets, nil
 }
 
 // addConfiguredSets adds the sets of Config.ProcessSets, in order.

@@ -480,6 +480,27 @@ func TestConfigProcessSets(t *testing.T) {
 	if !errors.Is(err, hvd.ErrInvalidArgument) || !strings.Contains(err.Error(), "ascending") {
 		t.Errorf("starting with process set [1 0]: %v; want ErrInvalidArgument", err)
 	}
+	// Without Config.ProcessSets, the knob (GOROVOD_PROCESS_SETS, gorun's
+	// --process-sets) names the sets; a knob that does not parse fails the
+	// start.
+	err = hvdtest.Run(3, func(rt *hvd.Runtime) error {
+		sets := rt.ProcessSets()
+		if len(sets) != 2 || !slices.Equal(sets[0].Ranks(), []int{0, 2}) || !slices.Equal(sets[1].Ranks(), []int{1}) {
+			return fmt.Errorf("sets %v, want [0 2] and [1]", sets)
+		}
+		if sets[0].Included() {
+			return setCollectives(context.Background(), sets[0], rt.Rank())
+		}
+		return nil
+	}, hvdtest.WithConfig(func(cfg *hvd.Config) { cfg.Knobs.ProcessSets = "0,2;1" }))
+	if err != nil {
+		t.Errorf("sets from the knob: %v", err)
+	}
+	err = hvdtest.Run(2, func(*hvd.Runtime) error { return nil },
+		hvdtest.WithConfig(func(cfg *hvd.Config) { cfg.Knobs.ProcessSets = "0;;1" }))
+	if !errors.Is(err, hvd.ErrInvalidArgument) {
+		t.Errorf("starting with the knob \"0;;1\": %v; want ErrInvalidArgument", err)
+	}
 }
 
 // TestProcessSetStallBounded: when rank 1 never submits the tensor that

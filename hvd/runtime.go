@@ -93,7 +93,11 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.pub.start()
 	r.watchLauncher()
 	r.logJoin(cfg.Plan)
-	if err := r.addConfiguredSets(ctx, cfg.ProcessSets); err != nil {
+	sets, err := cfg.processSets()
+	if err == nil {
+		err = r.addConfiguredSets(ctx, sets)
+	}
+	if err != nil {
 		r.Shutdown()
 		return nil, err
 	}

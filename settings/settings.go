@@ -147,6 +147,10 @@ type Knobs struct {
 	// 1.3, its keys bound to the job secret (shared-memory rings are left
 	// as they are). Every rank and the launcher must agree.
 	TLS bool
+	// ProcessSets lists the process sets every rank adds when its runtime
+	// starts (hvd.Config.ProcessSets), as ParseProcessSets reads them:
+	// "0,2;1,3" is the sets {0, 2} and {1, 3}; "" is none.
+	ProcessSets string
 }
 
 // DefaultEngine returns the engine knobs at their defaults: 64 MiB fusion,
@@ -228,6 +232,9 @@ func Table() []Knob {
 		boolKnob("tls", "GOROVOD_TLS",
 			"encrypt the rendezvous and every TCP link between ranks with TLS 1.3 keyed from the job secret (shared memory on one host stays as it is)",
 			func(k *Knobs) *bool { return &k.TLS }),
+		{Flag: "process-sets", Var: "GOROVOD_PROCESS_SETS",
+			Usage: "process sets every rank adds at hvd.Init, as job ranks: sets separated by ';', ranks by ',' (\"0,2;1,3\")",
+			Env:   func(k *Knobs) Value { return processSetsValue{&k.ProcessSets} }},
 	}
 }
 
