@@ -43,6 +43,10 @@ type PowerSGD struct {
 	// Seed seeds each gradient's first Q (from the seed and the
 	// gradient's name, so every rank draws the same).
 	Seed uint64
+	// WarmupSteps: each gradient's first exchanges after the optimizer is
+	// bound to a job (each new formation of an elastic job, too) are
+	// all-reduced whole (PyTorch's start_powerSGD_iter).
+	WarmupSteps int
 }
 
 // String describes the hook ("powersgd(rank=4)").
@@ -54,7 +58,7 @@ func (c *PowerSGD) ReduceGradient(ctx context.Context, g *hvd.HookGradient) erro
 		return fmt.Errorf("compress: PowerSGD rank %d must be at least 1", c.Rank)
 	}
 	m, ok := c.plan(g)
-	if !ok {
+	if !ok || warmingUp(g, "powersgd.steps", c.WarmupSteps) {
 		return g.Allreduce(ctx, "", g.Values)
 	}
 	resid, _ := g.State("powersgd.residual", len(g.Values))

@@ -27,6 +27,20 @@ type TopK struct {
 	// MinLen: gradients of fewer values are all-reduced whole, with no
 	// residual (0: every gradient is sparsified).
 	MinLen int
+	// WarmupSteps: each gradient's first exchanges after the optimizer is
+	// bound to a job (each new formation of an elastic job, too) are
+	// all-reduced whole, as the dense start of Lin et al.'s Deep Gradient
+	// Compression (2018) and PyTorch's start_powerSGD_iter do.
+	WarmupSteps int
+	// Momentum, when not 0, is Deep Gradient Compression's momentum
+	// correction (Lin, Han, Mao, Wang and Dally, 2018): each rank keeps
+	// its velocity u ← Momentum·u + gradient and accumulates u, not the
+	// gradient, into the residual; a value sent leaves both its residual
+	// and its velocity (momentum factor masking). The sum is then the
+	// step to take: wrap an optimizer without momentum of its own (SGD
+	// with Momentum 0). Gradients sent whole (MinLen, WarmupSteps) send
+	// their velocity.
+	Momentum float64
 }
 
 // String describes the hook ("topk(0.01)").
@@ -38,12 +52,25 @@ func (c *TopK) ReduceGradient(ctx context.Context, g *hvd.HookGradient) error {
 		return fmt.Errorf("compress: top-k fraction %v must be in (0, 1]", c.Fraction)
 	}
 	n := len(g.Values)
-	if n == 0 || n < c.MinLen {
+	var u []float64 // the velocity (Momentum)
+	if c.Momentum != 0 {
+		u, _ = g.State("topk.velocity", n)
+		for i, v := range g.Values {
+			u[i] = c.Momentum*u[i] + v
+		}
+	}
+	if n == 0 || n < c.MinLen || warmingUp(g, "topk.steps", c.WarmupSteps) {
+		if u != nil {
+			copy(g.Values, u)
+		}
 		return g.Allreduce(ctx, "", g.Values)
 	}
 	k := min(n, max(1, int(math.Ceil(c.Fraction*float64(n)))))
 	resid, _ := g.State("topk.residual", n)
-	for i, v := range g.Values {
+	if u == nil {
+		u = g.Values
+	}
+	for i, v := range u {
 		resid[i] += v // the residual becomes M, then loses the values sent
 	}
 	pairs := make([]float64, 0, 2*k)
@@ -63,6 +90,9 @@ func (c *TopK) ReduceGradient(ctx context.Context, g *hvd.HookGradient) error {
 	}
 	for i := 0; i < len(pairs); i += 2 {
 		resid[int(pairs[i])] = 0
+		if c.Momentum != 0 {
+			u[int(pairs[i])] = 0
+		}
 	}
 	all, err := g.Allgather(ctx, "topk", pairs)
 	if err != nil {
@@ -126,4 +156,18 @@ func kthLargest(v []float64, k int) float64 {
 		}
 	}
 	return a[want]
+}
+
+// warmingUp counts g's exchanges in its state key and says whether this
+// one is among the first steps.
+func warmingUp(g *hvd.HookGradient, key string, steps int) bool {
+	if steps <= 0 {
+		return false
+	}
+	n, _ := g.State(key, 1)
+	if n[0] >= float64(steps) {
+		return false
+	}
+	n[0]++
+	return true
 }
