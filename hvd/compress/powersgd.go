@@ -69,8 +69,8 @@ func (c *PowerSGD) ReduceGradient(ctx context.Context, g *hvd.HookGradient) erro
 	if fresh {
 		c.initQ(q, g.Name)
 	}
-	p := make([]float64, m.a*m.r)
-	m.timesQ(p, g.Values, q) // P = M·Q
+	p, _ := g.State("powersgd.p", m.a*m.r) // scratch, kept to spare the allocation
+	m.timesQ(p, g.Values, q)               // P = M·Q
 	if err := g.Allreduce(ctx, "p", p); err != nil {
 		return err
 	}
@@ -128,23 +128,26 @@ type view struct {
 	t       bool
 }
 
-// at maps the gradient's element (row i, column j) to A's (row, column).
-func (v view) at(i, j int) (int, int) {
+// rowsOf returns, for element (i, j) of the gradient (row i, column j),
+// the offsets in P and Q of A's rows that it meets.
+func (v view) rowsOf(i, j int) (pi, qj int) {
 	if v.t {
-		return j, i
+		return j * v.r, i * v.r
 	}
-	return i, j
+	return i * v.r, j * v.r
 }
 
 // timesQ writes A·Q into p (a×r), reading m in storage order.
 func (v view) timesQ(p, m, q []float64) {
 	clear(p)
 	r := v.r
-	for k, x := range m {
-		i, j := v.at(k/v.cols, k%v.cols)
-		pi, qj := p[i*r:i*r+r], q[j*r:j*r+r]
-		for l := range pi {
-			pi[l] += x * qj[l]
+	for i := range len(m) / v.cols {
+		for j, x := range m[i*v.cols : (i+1)*v.cols] {
+			a, b := v.rowsOf(i, j)
+			pa, qb := p[a:a+r], q[b:b+r]
+			for l, y := range qb {
+				pa[l] += x * y
+			}
 		}
 	}
 }
@@ -152,11 +155,13 @@ func (v view) timesQ(p, m, q []float64) {
 // timesP adds Aᵀ·P into q (b×r).
 func (v view) timesP(q, m, p []float64) {
 	r := v.r
-	for k, x := range m {
-		i, j := v.at(k/v.cols, k%v.cols)
-		pi, qj := p[i*r:i*r+r], q[j*r:j*r+r]
-		for l := range qj {
-			qj[l] += x * pi[l]
+	for i := range len(m) / v.cols {
+		for j, x := range m[i*v.cols : (i+1)*v.cols] {
+			a, b := v.rowsOf(i, j)
+			pa, qb := p[a:a+r], q[b:b+r]
+			for l, y := range pa {
+				qb[l] += x * y
+			}
 		}
 	}
 }
@@ -164,14 +169,17 @@ func (v view) timesP(q, m, p []float64) {
 // product writes P·Qᵀ into dst, in the gradient's storage order.
 func (v view) product(dst, p, q []float64) {
 	r := v.r
-	for k := range dst {
-		i, j := v.at(k/v.cols, k%v.cols)
-		pi, qj := p[i*r:i*r+r], q[j*r:j*r+r]
-		var s float64
-		for l := range pi {
-			s += pi[l] * qj[l]
+	for i := range len(dst) / v.cols {
+		row := dst[i*v.cols : (i+1)*v.cols]
+		for j := range row {
+			a, b := v.rowsOf(i, j)
+			pa, qb := p[a:a+r], q[b:b+r]
+			var s float64
+			for l, y := range pa {
+				s += y * qb[l]
+			}
+			row[j] = s
 		}
-		dst[k] = s
 	}
 }
 

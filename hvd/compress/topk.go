@@ -73,8 +73,10 @@ func (c *TopK) ReduceGradient(ctx context.Context, g *hvd.HookGradient) error {
 	for i, v := range u {
 		resid[i] += v // the residual becomes M, then loses the values sent
 	}
-	pairs := make([]float64, 0, 2*k)
-	t := kthLargest(resid, k)
+	scratch, _ := g.State("topk.scratch", n) // kept to spare the allocation
+	pairs, _ := g.State("topk.pairs", 2*k)
+	pairs = pairs[:0]
+	t := kthLargest(resid, k, scratch)
 	for i, v := range resid { // above the threshold first, then ties at it
 		if math.Abs(v) > t {
 			pairs = append(pairs, float64(i), v)
@@ -110,9 +112,8 @@ func (c *TopK) ReduceGradient(ctx context.Context, g *hvd.HookGradient) error {
 }
 
 // kthLargest is the k-th largest magnitude in v (1 ≤ k ≤ len(v)), found
-// by quickselect on a copy.
-func kthLargest(v []float64, k int) float64 {
-	a := make([]float64, len(v))
+// by quickselect on a copy in a (of v's length).
+func kthLargest(v []float64, k int, a []float64) float64 {
 	for i, x := range v {
 		a[i] = math.Abs(x)
 	}
