@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 
 	"github.com/gorovod/gorovod/hvd"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // PowerSGD compresses each gradient of two or more dimensions to a rank-r
@@ -75,7 +77,6 @@ func (c *PowerSGD) ReduceGradient(ctx context.Context, g *hvd.HookGradient) erro
 		return err
 	}
 	orthonormalize(p, m.a, m.r)
-	clear(q)
 	m.timesP(q, g.Values, p) // Q = Mᵀ·P, this rank's
 	// The residual is what this rank's own compression leaves out:
 	// M − P·Qᵀ with its own Q.
@@ -128,60 +129,40 @@ type view struct {
 	t       bool
 }
 
-// rowsOf returns, for element (i, j) of the gradient (row i, column j),
-// the offsets in P and Q of A's rows that it meets.
-func (v view) rowsOf(i, j int) (pi, qj int) {
-	if v.t {
-		return j * v.r, i * v.r
-	}
-	return i * v.r, j * v.r
-}
+// The products run on gonum's pure-Go BLAS (row-major); rows×cols is the
+// gradient's storage, and A is it (t false) or its transpose.
 
-// timesQ writes A·Q into p (a×r), reading m in storage order.
+// timesQ writes A·Q into p (a×r).
 func (v view) timesQ(p, m, q []float64) {
-	clear(p)
-	r := v.r
-	for i := range len(m) / v.cols {
-		for j, x := range m[i*v.cols : (i+1)*v.cols] {
-			a, b := v.rowsOf(i, j)
-			pa, qb := p[a:a+r], q[b:b+r]
-			for l, y := range qb {
-				pa[l] += x * y
-			}
-		}
-	}
+	rows := len(m) / v.cols
+	if v.t { // P (cols×r) = Mᵀ·Q (rows×r)
+		blasImpl.Dgemm(blas.Trans, blas.NoTrans, v.cols, v.r, rows, 1, m, v.cols, q, v.r, 0, p, v.r)
+		return
+	} // P (rows×r) = M·Q (cols×r)
+	blasImpl.Dgemm(blas.NoTrans, blas.NoTrans, rows, v.r, v.cols, 1, m, v.cols, q, v.r, 0, p, v.r)
 }
 
-// timesP adds Aᵀ·P into q (b×r).
+// timesP writes Aᵀ·P into q (b×r).
 func (v view) timesP(q, m, p []float64) {
-	r := v.r
-	for i := range len(m) / v.cols {
-		for j, x := range m[i*v.cols : (i+1)*v.cols] {
-			a, b := v.rowsOf(i, j)
-			pa, qb := p[a:a+r], q[b:b+r]
-			for l, y := range pa {
-				qb[l] += x * y
-			}
-		}
-	}
+	rows := len(m) / v.cols
+	if v.t { // Q (rows×r) = M·P (cols×r)
+		blasImpl.Dgemm(blas.NoTrans, blas.NoTrans, rows, v.r, v.cols, 1, m, v.cols, p, v.r, 0, q, v.r)
+		return
+	} // Q (cols×r) = Mᵀ·P (rows×r)
+	blasImpl.Dgemm(blas.Trans, blas.NoTrans, v.cols, v.r, rows, 1, m, v.cols, p, v.r, 0, q, v.r)
 }
 
 // product writes P·Qᵀ into dst, in the gradient's storage order.
 func (v view) product(dst, p, q []float64) {
-	r := v.r
-	for i := range len(dst) / v.cols {
-		row := dst[i*v.cols : (i+1)*v.cols]
-		for j := range row {
-			a, b := v.rowsOf(i, j)
-			pa, qb := p[a:a+r], q[b:b+r]
-			var s float64
-			for l, y := range pa {
-				s += y * qb[l]
-			}
-			row[j] = s
-		}
+	rows := len(dst) / v.cols
+	if v.t { // M (rows×cols) = (P·Qᵀ)ᵀ = Q (rows×r)·Pᵀ
+		p, q = q, p
 	}
+	blasImpl.Dgemm(blas.NoTrans, blas.Trans, rows, v.cols, v.r, 1, p, v.r, q, v.r, 0, dst, v.cols)
 }
+
+// blasImpl is gonum's BLAS.
+var blasImpl gonum.Implementation
 
 // orthonormalize makes the r columns of p (rows×r, stored by rows)
 // orthonormal with modified Gram–Schmidt, twice over each column (which
