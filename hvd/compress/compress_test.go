@@ -330,3 +330,40 @@ func TestPowerSGDWithJoin(t *testing.T) {
 		return err
 	})
 }
+
+// TestWarmupSendsWhole: during WarmupSteps a gradient is all-reduced whole
+// (the exact sum, no residual); the step after, it is compressed.
+func TestWarmupSendsWhole(t *testing.T) {
+	rts := hvdtest.Start(t, 2)
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
+		for _, c := range []struct {
+			hook hvd.GradientHook
+			key  string
+		}{
+			{&compress.PowerSGD{Rank: 1, WarmupSteps: 2}, "powersgd.residual"},
+			{&compress.TopK{Fraction: 0.1, WarmupSteps: 2}, "topk.residual"},
+		} {
+			p := hvd.NewParam("w", 60)
+			p.Shape = []int{6, 10}
+			hg, err := hvd.NewHookGradient(rt, p)
+			if err != nil {
+				return err
+			}
+			for s := range 3 {
+				copy(hg.Values, grad(rt.Rank(), s, 0, 60))
+				if err := c.hook.ReduceGradient(context.Background(), hg); err != nil {
+					return err
+				}
+				exact := true
+				for i, v := range hg.Values {
+					want := grad(0, s, 0, 60)[i] + grad(1, s, 0, 60)[i]
+					exact = exact && math.Abs(v-want) < 1e-12
+				}
+				if exact != (s < 2) {
+					return fmt.Errorf("%v step %d: sum exact %v, want %v", c.hook, s, exact, s < 2)
+				}
+			}
+		}
+		return nil
+	})
+}
