@@ -19,8 +19,9 @@ import (
 // goroutine of its own that starts when the gradient is reported
 // (GradReady, or Step for those not reported), so a hook's collectives
 // overlap the rest of the backward pass and the other parameters'
-// exchanges; Step waits for all of them. The engine negotiates, fuses
-// and caches the hook's collectives like any others: name them with
+// exchanges; Step waits for all of them. The engine negotiates and
+// caches the hook's collectives like any others, and fuses its
+// all-reduces (the P factors of several gradients travel as one): name them with
 // fixed parts and give them fixed lengths from step to step, so that the
 // response cache holds them. ReduceGradient must be safe for concurrent
 // calls on different gradients; what it keeps from step to step goes in
