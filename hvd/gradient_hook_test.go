@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
@@ -309,4 +310,33 @@ func TestHookStateResetsOnNewFormation(t *testing.T) {
 			t.Errorf("rank %d saw the counts %v, want %v", r, counts[r], want[r])
 		}
 	}
+}
+
+// TestHookStepEndsWithContext: a Step whose context ends while its hooks
+// wait for a rank that has not stepped yet returns the context's error
+// (its hooks' waits end with it); once the other rank steps, the
+// abandoned all-reduces complete and nothing is left running.
+func TestHookStepEndsWithContext(t *testing.T) {
+	rts := hvdtest.Start(t, 2)
+	stepped := make(chan struct{})
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		ps := params()
+		sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: 1})
+		opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{Hook: plainHook{}})
+		if err != nil {
+			return err
+		}
+		if r == 1 {
+			<-stepped
+			return opt.Step(context.Background())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err = opt.Step(ctx)
+		close(stepped)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("step: got %v, want the context's deadline", err)
+		}
+		return nil
+	})
 }
