@@ -140,6 +140,9 @@ func (g *HookGradient) AllreduceAs(ctx context.Context, part string, x []float64
 	default:
 		return invalidArgument(fmt.Errorf("hvd: hook all-reduce of %q cannot send %v", g.partName(part), wt))
 	}
+	if err := ctx.Err(); err != nil {
+		return err // submit nothing that the other ranks would wait for alone
+	}
 	name := g.partName(part)
 	if wt == kernels.F64 {
 		return g.rt.Allreduce(ctx, NewTensor(name, x), kernels.Sum, ReduceOptions{})
@@ -160,6 +163,9 @@ func (g *HookGradient) AllreduceAs(ctx context.Context, part string, x []float64
 // Allgather returns every rank's x (each rank's of the same length), in
 // rank order, sent as float64.
 func (g *HookGradient) Allgather(ctx context.Context, part string, x []float64) ([]float64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	out, err := g.rt.Allgather(ctx, NewTensor(g.partName(part), x))
 	if err != nil {
 		return nil, err

@@ -367,3 +367,28 @@ func TestWarmupSendsWhole(t *testing.T) {
 		return nil
 	})
 }
+
+// TestTopKWithJoinFails: an all-gather cannot run while a rank has joined,
+// so a top-k step then fails with hvd.ErrJoined (as documented), and the
+// job goes on: the rank joins too.
+func TestTopKWithJoinFails(t *testing.T) {
+	rts := hvdtest.Start(t, 2)
+	hvdtest.Each(t, rts, func(rt *hvd.Runtime) error {
+		ctx := context.Background()
+		if rt.Rank() == 1 {
+			_, err := rt.Join(ctx)
+			return err
+		}
+		ps := model(false)
+		sgd, _ := hvd.NewSGD(ps, hvd.SGDConfig{LR: 1})
+		opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{Hook: &compress.TopK{Fraction: 0.5}})
+		if err != nil {
+			return err
+		}
+		if err := opt.Step(ctx); !errors.Is(err, hvd.ErrJoined) {
+			return fmt.Errorf("top-k step beside a joined rank: got %v, want ErrJoined", err)
+		}
+		_, err = rt.Join(ctx)
+		return err
+	})
+}
