@@ -60,7 +60,10 @@ type HookGradient struct {
 	// what Allreduce sends.
 	DType kernels.DType
 	// Values is this rank's contribution on the way in and the reduced
-	// gradient on the way out.
+	// gradient on the way out. It is float64 whatever the parameter's
+	// type (as are the state buffers): a hook holds 8 bytes a value
+	// beyond the model, and a float32 model's gradients are widened on
+	// the way in and rounded on the way out.
 	Values []float64
 
 	rt    *Runtime
