@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,4 +340,55 @@ func TestHookStepEndsWithContext(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRunElasticWithHook: a job whose optimizer exchanges its gradients
+// through a hook loses one of three workers; the two others re-form, and
+// RunElastic's new binding starts the hook's state anew on each (the
+// count of calls it keeps goes back to 1), and the job still processes
+// every sample exactly once.
+func TestRunElasticWithHook(t *testing.T) {
+	j := newElasticJob(t)
+	var mu sync.Mutex
+	counts := map[string][]float64{}
+	j.hook = func(w *elasticWorker) hvd.GradientHook {
+		return plainHook{seen: func(_ string, c float64) {
+			mu.Lock()
+			counts[w.id] = append(counts[w.id], c)
+			mu.Unlock()
+		}}
+	}
+	killed := make(chan struct{})
+	var once sync.Once
+	onStep := func(ctx context.Context, w *elasticWorker, rank, size, steps int) {
+		if size == 3 && steps == 5 && w.id == "w2" {
+			once.Do(func() { close(killed) })
+			<-ctx.Done()
+		}
+	}
+	for _, id := range []string{"w0", "w1", "w2"} {
+		j.start(id, onStep)
+	}
+	j.publish("w0", "w1", "w2")
+	<-killed
+	j.kill("w2")
+	j.publish("w0", "w1")
+	j.wantSums("w0", "w1")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range []string{"w0", "w1"} {
+		c := counts[id]
+		restarts := 0
+		for i := 1; i < len(c); i++ {
+			switch {
+			case c[i] == 1:
+				restarts++
+			case c[i] != c[i-1]+1:
+				t.Fatalf("worker %s: the hook's counts %v skip", id, c)
+			}
+		}
+		if c[0] != 1 || restarts != 1 {
+			t.Errorf("worker %s: the hook's state started anew %d times after the first binding (counts %v), want once", id, restarts, c)
+		}
+	}
 }
