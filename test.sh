@@ -44,6 +44,9 @@ go test -race -count=1 -timeout 20m ./...
 # The race detector slows element loops ~20x, so under -race the 10^6-element
 # all-reduce matrix runs a slice; here it runs whole, without the detector.
 go test -count=1 -timeout 10m -run 'TestAllreduceMillion' ./collective/
+# Likewise mnist's compressed-training accuracy check runs on a tenth of
+# Fashion-MNIST only without the detector.
+go test -count=1 -timeout 10m -run 'TestCompressedTrainingKeepsAccuracy' ./examples/mnist
 # Without cgo the examples multiply matrices with gonum instead of OpenBLAS.
 CGO_ENABLED=0 go test -count=1 -run 'Gemm|Dgemm' ./examples/mnist ./examples/synthetic_benchmark
 # The framework adapters are nested modules (the core module's go.mod has

@@ -1,6 +1,7 @@
 package hvd
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -45,6 +46,16 @@ type DistributedOptions struct {
 	// BackwardPassesPerStep above 1, or compressed gradients, the
 	// optimizer works on copies as without it.
 	InPlace bool
+	// Hook, when set, exchanges each gradient in place of the all-reduce:
+	// it compresses the gradient, runs the collectives of its compressed
+	// form and restores the sum (GradientHook; package hvd/compress has
+	// PowerSGD and top-k). It sees each gradient as float64, after the
+	// local sum of BackwardPassesPerStep passes and the division of the
+	// average; InPlace does not apply to it. It takes Op avg or sum, and
+	// no Compression or GradientPredivideFactor of its own. A Compression
+	// value given as the Hook is moved to Compression (its fast path, the
+	// cast in the all-reduce's own buffers), so Options reports it there.
+	Hook GradientHook
 }
 
 // DistributedOptimizer wraps an optimizer so that every rank applies the
@@ -68,6 +79,11 @@ type DistributedOptimizer struct {
 	pass    int         // backward passes completed since the last update
 	synced  bool        // Synchronize ran for the pending update
 	pending []*gradSync // all-reduces of this step, in the order started
+
+	// hookCtx is the context of the hook goroutines (Hook); hookCancel
+	// ends it when a Step gives up waiting for them.
+	hookCtx    context.Context
+	hookCancel context.CancelFunc
 }
 
 // gradSync is one parameter's gradient on its way through the all-reduce.
@@ -85,6 +101,12 @@ type gradSync struct {
 	// for bit (pre and post are 1); the optimizer leaves it in Grad and
 	// keeps the engine out of the step.
 	alone bool
+	// hook is the gradient as the Hook sees it (nil without a Hook);
+	// hookDone is closed when the hook's exchange of this step has ended,
+	// with hookErr its error.
+	hook     *HookGradient
+	hookDone chan struct{}
+	hookErr  error
 }
 
 // NewDistributedOptimizer wraps inner for the job of rt (nil: the default
@@ -107,6 +129,9 @@ func NewDistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptio
 	o := &DistributedOptimizer{inner: inner, opts: opts, index: map[string]*gradSync{}}
 	for _, p := range inner.Params() {
 		g := &gradSync{p: p}
+		if opts.Hook != nil {
+			g.hook = newHookGradient(p)
+		}
 		o.grads = append(o.grads, g)
 		o.index[p.Name] = g
 	}
@@ -116,18 +141,30 @@ func NewDistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptio
 
 // bind makes rt the job the optimizer averages over: what depends on its
 // size (the scale factors, whether a gradient is all-reduced at all) is
-// worked out again. An elastic job binds each new formation (RunElastic);
-// no step may be in progress.
+// worked out again, and a Hook's state of every gradient is dropped. An
+// elastic job binds each new formation (RunElastic); no step may be in
+// progress.
 func (o *DistributedOptimizer) bind(rt *Runtime) {
 	o.mu.Lock()
 	o.rt, o.pass, o.synced, o.pending = rt, 0, false, nil
 	o.mu.Unlock()
+	if o.opts.Hook != nil {
+		o.newHookContext()
+	}
 	for _, g := range o.grads {
 		g.h, g.reported = nil, false
 		if g.acc != nil {
 			clear(g.acc)
 		}
 		p := g.p
+		if g.hook != nil {
+			g.hook.rt = rt
+			g.hook.resetState()
+			g.pre, g.post = o.opts.factors(rt.Size(), true)
+			g.inPlace, g.alone = false, false
+			g.wire = newWire(p.DType(), "grad/"+p.Name, p.Len())
+			continue
+		}
 		wt := o.opts.Compression.WireDTypeFor(p.DType())
 		g.pre, g.post = o.opts.factors(rt.Size(), wt == p.DType())
 		g.inPlace = o.opts.InPlace && wt == p.DType() && o.opts.BackwardPassesPerStep == 1 && g.post == 1
@@ -171,6 +208,22 @@ func (d *DistributedOptions) normalize() error {
 		}
 	default:
 		return fmt.Errorf("hvd: DistributedOptimizer reduces with avg, sum or adasum, not %v", d.Op)
+	}
+	if c, ok := d.Hook.(Compression); ok {
+		if d.Compression != NoCompression && d.Compression != c {
+			return fmt.Errorf("hvd: DistributedOptimizer given Compression %v and Hook %v", d.Compression, c)
+		}
+		d.Compression, d.Hook = c, nil
+	}
+	if d.Hook != nil {
+		switch {
+		case d.Op == kernels.Adasum:
+			return fmt.Errorf("hvd: DistributedOptimizer with a Hook reduces with avg or sum, not adasum")
+		case d.Compression != NoCompression:
+			return fmt.Errorf("hvd: DistributedOptimizer with a Hook takes no Compression (%v); the hook compresses", d.Compression)
+		case d.GradientPredivideFactor != 0 && d.GradientPredivideFactor != 1:
+			return fmt.Errorf("hvd: DistributedOptimizer with a Hook takes no GradientPredivideFactor (%v)", d.GradientPredivideFactor)
+		}
 	}
 	if d.BackwardPassesPerStep == 0 {
 		d.BackwardPassesPerStep = 1

@@ -55,7 +55,38 @@ func (o *DistributedOptimizer) report(name string) error {
 		encode(g.wire.Data, g.wire.DType, g.acc, g.pre/float64(k))
 		clear(g.acc)
 	}
+	if g.hook != nil {
+		o.startHook(g)
+		return nil
+	}
 	return o.start(g, g.wire, ReduceOptions{})
+}
+
+// startHook hands g's gradient, scaled in its wire buffer, to the Hook in
+// a goroutine of its own; collect waits for it.
+func (o *DistributedOptimizer) startHook(g *gradSync) {
+	decode(g.hook.Values, g.wire.Data, g.wire.DType, 1)
+	done := make(chan struct{})
+	g.hookDone, g.hookErr = done, nil
+	o.mu.Lock()
+	o.pending = append(o.pending, g)
+	ctx := o.hookCtx
+	o.mu.Unlock()
+	go func() {
+		defer close(done)
+		g.hookErr = o.opts.Hook.ReduceGradient(ctx, g.hook)
+	}()
+}
+
+// newHookContext gives the hook goroutines a new context, ending the
+// last one's.
+func (o *DistributedOptimizer) newHookContext() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.hookCancel != nil {
+		o.hookCancel()
+	}
+	o.hookCtx, o.hookCancel = context.WithCancel(context.Background())
 }
 
 // start begins the all-reduce of t, g's gradient or its wire copy.
@@ -176,7 +207,13 @@ func (o *DistributedOptimizer) collect(ctx context.Context) error {
 	o.pending = nil
 	o.mu.Unlock()
 	var first error
-	for _, g := range pending {
+	for i, g := range pending {
+		if g.hook != nil {
+			if err := o.waitHook(ctx, g, pending[i+1:]); err != nil && first == nil {
+				first = err
+			}
+			continue
+		}
 		err := g.h.Wait(ctx)
 		g.h = nil
 		switch {
@@ -190,6 +227,36 @@ func (o *DistributedOptimizer) collect(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// waitHook waits for g's hook exchange and writes its result into the
+// gradient. When ctx ends first, it ends the hooks' context, waits for g
+// and the later hooks (their exchanges stop at their next wait) and
+// gives the optimizer a new context for them.
+func (o *DistributedOptimizer) waitHook(ctx context.Context, g *gradSync, later []*gradSync) error {
+	select {
+	case <-g.hookDone:
+	case <-ctx.Done():
+		o.mu.Lock()
+		o.hookCancel()
+		o.mu.Unlock()
+		for _, l := range append([]*gradSync{g}, later...) {
+			if l.hook != nil {
+				<-l.hookDone
+			}
+		}
+		o.newHookContext()
+		return fmt.Errorf("hvd: waiting for the hook's exchange of %q: %w", g.p.Name, ctx.Err())
+	}
+	if g.hookErr != nil {
+		return fmt.Errorf("hvd: hook's exchange of %q: %w", g.p.Name, g.hookErr)
+	}
+	if g.p.Is32() {
+		scaleInto(g.p.Grad32, g.hook.Values, g.post)
+	} else {
+		scaleInto(g.p.Grad, g.hook.Values, g.post)
+	}
+	return nil
 }
 
 // accumulate adds grad to acc.

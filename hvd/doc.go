@@ -57,8 +57,10 @@
 //
 // Training loops use Param (float64 or float32 values and gradients),
 // SGD or Adam, and DistributedOptimizer, which all-reduces each gradient as
-// soon as GradReady reports it; BroadcastParameters, Checkpointer, Shard
-// and LRSchedule cover the rest of a loop.
+// soon as GradReady reports it (or hands it to a GradientHook that
+// compresses it: package hvd/compress has PowerSGD and top-k);
+// BroadcastParameters, Checkpointer, Shard and LRSchedule cover the rest
+// of a loop.
 //
 // RunElastic trains a job that survives the loss of ranks (gorun
 // --min-np): when one fails, the others form the job anew, roll their

@@ -28,6 +28,7 @@ type elasticJob struct {
 
 	mu      sync.Mutex
 	workers map[string]*elasticWorker
+	hook    func(w *elasticWorker) hvd.GradientHook // the workers' DistributedOptions.Hook (nil: none)
 }
 
 type elasticWorker struct {
@@ -113,7 +114,11 @@ func (j *elasticJob) run(ctx context.Context, w *elasticWorker, onStep func(ctx 
 		return err
 	}
 	defer solo.Shutdown()
-	opt, err := hvd.NewDistributedOptimizer(sgd, solo, hvd.DistributedOptions{Op: kernels.Sum})
+	opts := hvd.DistributedOptions{Op: kernels.Sum}
+	if j.hook != nil {
+		opts.Hook = j.hook(w)
+	}
+	opt, err := hvd.NewDistributedOptimizer(sgd, solo, opts)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,12 @@ type Param struct {
 	// Grad.
 	Value32 []float32
 	Grad32  []float32
+	// Shape optionally gives the parameter's dimensions (a dense layer's
+	// in×out weights: {in, out}); their product must be the length. Nil
+	// means a vector. Only gradient hooks read it (a GradientHook sees it
+	// as HookGradient.Shape; PowerSGD reshapes a gradient to a matrix of
+	// Shape[0] rows).
+	Shape []int
 }
 
 // NewParam returns a float64 parameter of n zero values with a zero
@@ -101,6 +107,8 @@ func checkParams(params []*Param) error {
 			return fmt.Errorf("%w: %q has %d float32 values and %d gradients", ErrInvalidParam, p.Name, len(p.Value32), len(p.Grad32))
 		case len(p.Grad) != len(p.Value):
 			return fmt.Errorf("%w: %q has %d values and %d gradients", ErrInvalidParam, p.Name, len(p.Value), len(p.Grad))
+		case p.Shape != nil && shapeLen(p.Shape) != p.Len():
+			return fmt.Errorf("%w: %q has shape %v but %d values", ErrInvalidParam, p.Name, p.Shape, p.Len())
 		}
 		seen[p.Name] = true
 	}
@@ -125,4 +133,16 @@ func BroadcastParameters(ctx context.Context, rt *Runtime, params []*Param, root
 		ts[i] = p.values("param/" + p.Name)
 	}
 	return broadcastAll(ctx, rt, ts, root)
+}
+
+// shapeLen is the product of the dimensions (-1 when one is negative).
+func shapeLen(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return -1
+		}
+		n *= d
+	}
+	return n
 }

@@ -31,6 +31,7 @@ type conv struct {
 func newConv(name string, h, w, cin, cout, k int, rng *rand.Rand) *conv {
 	l := &conv{h: h, w: w, cin: cin, cout: cout, k: k, first: cin == 1,
 		wt: hvd.NewParam(name+".w", k*k*cin*cout), b: hvd.NewParam(name+".b", cout)}
+	l.wt.Shape = []int{k * k * cin, cout} // the im2col matrix, for gradient hooks
 	std := math.Sqrt(2 / float64(k*k*cin))
 	for i := range l.wt.Value {
 		l.wt.Value[i] = std * rng.NormFloat64()

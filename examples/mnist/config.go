@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"runtime"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/compress"
+	"github.com/gorovod/gorovod/kernels"
 )
 
 // config is everything a run is told on its command line.
@@ -26,10 +29,16 @@ type config struct {
 	Gamma       float64
 	Seed        uint64
 	Compression hvd.Compression
-	Adasum      bool // reduce gradients with Adasum, at one rank's learning rate
+	PowerSGD    int     // PowerSGD rank of the gradient hook; 0: none
+	TopK        float64 // top-k fraction of the gradient hook; 0: none
+	HookWarmup  int     // steps with whole gradients before the hook compresses
+	TopKPlain   bool    // -topk without momentum correction
+	Adasum      bool    // reduce gradients with Adasum, at one rank's learning rate
 	DataDir     string
 	SynthTrain  int
 	SynthTest   int
+	LimitTrain  int // use only the first images of the training set (0: all)
+	LimitTest   int // and of the test set
 	CkptDir     string
 	CkptEvery   int // steps between checkpoints; 0: at the end of each epoch
 	Keep        int
@@ -78,6 +87,8 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.StringVar(&cfg.DataDir, "data", "/usr/share/datasets/fashion-mnist", "directory of the Fashion-MNIST IDX files (.gz or not)")
 	fs.IntVar(&cfg.SynthTrain, "synthetic-train", 12000, "training images of the synthetic set used when -data has none")
 	fs.IntVar(&cfg.SynthTest, "synthetic-test", 2000, "test images of the synthetic set")
+	fs.IntVar(&cfg.LimitTrain, "limit-train", 0, "train on only the first N training images (0: all; -mode allreduce)")
+	fs.IntVar(&cfg.LimitTest, "limit-test", 0, "test on only the first N test images (0: all; -mode allreduce)")
 	fs.StringVar(&cfg.CkptDir, "checkpoint-dir", "", "directory for checkpoints (written by rank 0); empty: none")
 	fs.IntVar(&cfg.CkptEvery, "checkpoint-every", 0, "steps between checkpoints (0: at the end of each epoch)")
 	fs.IntVar(&cfg.Keep, "keep", 3, "checkpoints to keep")
@@ -93,8 +104,62 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	fs.IntVar(&cfg.Staleness, "staleness", 0, "ps mode: 0 trains asynchronously; K > 0 makes a worker more than K pushes ahead of the slowest wait for it")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat-timeout", 0, "ps mode: how long a silent worker (dead, or cut off) keeps its steps before the chief gives them to others (0: 10s)")
 	fs.StringVar(&cfg.InitOut, "write-init", "", "write the initial parameters and each of -epochs epochs' data order to this file for examples/mnist/peers/torch_ddp.py, and exit without training")
+	fs.IntVar(&cfg.PowerSGD, "powersgd", 0, "send each weight matrix's gradient as rank-r PowerSGD factors with error feedback (0: off; biases go whole)")
+	fs.Float64Var(&cfg.TopK, "topk", 0, "send the largest-magnitude fraction (0.01: 1%) of each weight gradient with error feedback, by all-gather (0: off; gradients under 1024 values go whole)")
+	fs.BoolVar(&cfg.TopKPlain, "topk-plain", false, "with -topk and -optimizer sgd: leave -momentum to the optimizer instead of applying it before sparsifying (Deep Gradient Compression's momentum correction)")
+	fs.IntVar(&cfg.HookWarmup, "compress-warmup", 0, "with -powersgd or -topk: steps that send whole gradients before compression starts")
 	fs.IntVar(&cfg.CommitEvery, "commit-every", 10, "steps between commits of the elastic state (-elastic)")
 	return fs.String("compression", "none", "gradient wire type: none, fp32, fp16, bf16")
+}
+
+// topKMinLen is the length below which -topk sends a gradient whole (the
+// biases).
+const topKMinLen = 1024
+
+// distributedOptions are the DistributedOptimizer's options that the
+// flags choose: the wire type, or a compression hook, or Adasum.
+func (cfg *config) distributedOptions() (hvd.DistributedOptions, error) {
+	// The backward pass leaves each layer's gradients alone once it has
+	// reported them, so they are all-reduced where they are.
+	o := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true}
+	hooks := 0
+	switch {
+	case cfg.PowerSGD < 0 || cfg.TopK < 0 || cfg.TopK > 1:
+		return o, fmt.Errorf("-powersgd %d must be at least 0 and -topk %v within [0, 1]", cfg.PowerSGD, cfg.TopK)
+	case cfg.PowerSGD > 0:
+		o.Hook, hooks = &compress.PowerSGD{Rank: cfg.PowerSGD, Seed: cfg.Seed, WarmupSteps: cfg.HookWarmup}, hooks+1
+	}
+	if cfg.TopK > 0 {
+		o.Hook, hooks = &compress.TopK{Fraction: cfg.TopK, MinLen: topKMinLen, WarmupSteps: cfg.HookWarmup, Momentum: cfg.dgcMomentum()}, hooks+1
+	}
+	if cfg.Adasum {
+		o.Op = kernels.Adasum
+	}
+	if hooks > 0 && (hooks > 1 || cfg.Adasum || cfg.Compression != hvd.NoCompression) {
+		return o, errors.New("-powersgd, -topk, -compression and -adasum exclude each other")
+	}
+	return o, nil
+}
+
+// dgcMomentum is the momentum that -topk applies itself (TopK.Momentum,
+// Deep Gradient Compression's momentum correction) instead of the
+// optimizer: SGD's -momentum, unless -topk-plain.
+func (cfg *config) dgcMomentum() float64 {
+	if cfg.Optimizer != "sgd" || cfg.TopKPlain {
+		return 0
+	}
+	return cfg.Momentum
+}
+
+// gradients describes how gradients travel.
+func (cfg *config) gradients() string {
+	switch {
+	case cfg.PowerSGD > 0:
+		return fmt.Sprintf("PowerSGD factors of rank %d", cfg.PowerSGD)
+	case cfg.TopK > 0:
+		return fmt.Sprintf("top %g%%", 100*cfg.TopK)
+	}
+	return cfg.Compression.String()
 }
 
 // threads is the OpenBLAS thread count for a rank with localSize ranks on

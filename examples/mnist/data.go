@@ -67,6 +67,15 @@ func loadSplit(dir, split string) (*dataset, error) {
 	return d, nil
 }
 
+// first is the set of d's first n images (all of them when n is 0 or
+// more than d has).
+func (d *dataset) first(n int) *dataset {
+	if n <= 0 || n >= d.len() {
+		return d
+	}
+	return &dataset{X: d.X[:n*d.Pixels], Labels: d.Labels[:n], Pixels: d.Pixels}
+}
+
 // loadData loads Fashion-MNIST, or, when dir has none of it, a synthetic
 // set of the same shape; the note says which.
 func loadData(dir string, synthTrain, synthTest int, seed uint64) (train, test *dataset, note string, err error) {

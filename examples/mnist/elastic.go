@@ -36,6 +36,7 @@ func trainElastic(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	trainSet, testSet = trainSet.first(cfg.LimitTrain), testSet.first(cfg.LimitTest)
 	m, err := newModel(cfg.Model, cfg.Hidden, cfg.Seed)
 	if err != nil {
 		return err
@@ -71,7 +72,10 @@ func trainElastic(ctx context.Context, cfg config, out io.Writer) error {
 			t.printf("%s\n", note)
 			first = false
 		}
-		dopts := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true}
+		dopts, err := cfg.distributedOptions()
+		if err != nil {
+			return err
+		}
 		if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, dopts); err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ type dense struct {
 
 func newDense(name string, in, out int, first bool, rng *rand.Rand) *dense {
 	l := &dense{in: in, out: out, w: hvd.NewParam(name+".w", in*out), b: hvd.NewParam(name+".b", out), first: first}
+	l.w.Shape = []int{in, out}        // for gradient hooks (PowerSGD's matrices)
 	std := math.Sqrt(2 / float64(in)) // He initialization, for ReLU
 	for i := range l.w.Value {
 		l.w.Value[i] = std * rng.NormFloat64()

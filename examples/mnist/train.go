@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
-	"github.com/gorovod/gorovod/kernels"
 )
 
 // trainer is one rank's training run.
@@ -78,6 +77,7 @@ func newTrainer(rt *hvd.Runtime, cfg config, out io.Writer) (*trainer, error) {
 	if t.train, t.test, note, err = loadData(cfg.DataDir, cfg.SynthTrain, cfg.SynthTest, cfg.Seed); err != nil {
 		return nil, err
 	}
+	t.train, t.test = t.train.first(cfg.LimitTrain), t.test.first(cfg.LimitTest)
 	t.printf("%s\n", note)
 	if t.m, err = newModel(cfg.Model, cfg.Hidden, cfg.Seed); err != nil {
 		return nil, err
@@ -86,14 +86,15 @@ func newTrainer(rt *hvd.Runtime, cfg config, out io.Writer) (*trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The backward pass leaves each layer's gradients alone once it has
-	// reported them, so they are all-reduced where they are.
-	dopts := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true}
+	dopts, err := cfg.distributedOptions()
+	if err != nil {
+		return nil, err
+	}
 	size := rt.Size() // the learning rate's scale after warm-up
 	if cfg.Adasum {
 		// Adasum of parallel gradients is their average, of orthogonal ones
 		// their sum: it scales itself, so the rate stays one rank's.
-		dopts.Op, size = kernels.Adasum, 1
+		size = 1
 	}
 	if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, dopts); err != nil {
 		return nil, err
@@ -111,7 +112,11 @@ func newTrainer(rt *hvd.Runtime, cfg config, out io.Writer) (*trainer, error) {
 func newOptimizer(cfg config, ps []*hvd.Param) (hvd.Optimizer, error) {
 	switch cfg.Optimizer {
 	case "sgd":
-		return hvd.NewSGD(ps, hvd.SGDConfig{LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay})
+		momentum := cfg.Momentum
+		if cfg.TopK > 0 && cfg.dgcMomentum() != 0 {
+			momentum = 0 // the top-k hook applies it (TopK.Momentum)
+		}
+		return hvd.NewSGD(ps, hvd.SGDConfig{LR: cfg.LR, Momentum: momentum, WeightDecay: cfg.WeightDecay})
 	case "adam":
 		return hvd.NewAdam(ps, hvd.AdamConfig{LR: cfg.LR, WeightDecay: cfg.WeightDecay, Decoupled: true})
 	}
@@ -127,8 +132,8 @@ func (t *trainer) start(ctx context.Context) error {
 	for _, p := range t.opt.Params() {
 		n += len(p.Value)
 	}
-	t.printf("%s model, %d parameters, %d ranks × batch %d, %d steps per epoch, on %v with %s, gradients as %v\n",
-		t.cfg.Model, n, t.rt.Size(), t.cfg.Batch, t.spe, t.rt.Device(), blasName, t.cfg.Compression)
+	t.printf("%s model, %d parameters, %d ranks × batch %d, %d steps per epoch, on %v with %s, gradients as %s\n",
+		t.cfg.Model, n, t.rt.Size(), t.cfg.Batch, t.spe, t.rt.Device(), blasName, t.cfg.gradients())
 	if t.ckpt == nil || !t.cfg.Resume {
 		return nil
 	}

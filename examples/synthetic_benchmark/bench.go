@@ -26,7 +26,11 @@ type bench struct {
 // run trains on rt for the warm-up and timed steps and returns the
 // samples per second of each timed iteration on this rank.
 func (b *bench) run(ctx context.Context, rt *hvd.Runtime) ([]float64, error) {
-	opt, err := hvd.NewDistributedOptimizer(b.optimizer(), rt, hvd.DistributedOptions{Compression: b.cfg.Compression, InPlace: b.cfg.InPlace})
+	opts, err := b.cfg.options()
+	if err != nil {
+		return nil, err
+	}
+	opt, err := hvd.NewDistributedOptimizer(b.optimizer(), rt, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,16 @@ func TestFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-dtype", "int8"}); err == nil {
 		t.Error("-dtype int8 accepted")
 	}
+	if cfg, err := parseFlags([]string{"-powersgd", "4"}); err != nil || cfg.PowerSGD != 4 {
+		t.Errorf("-powersgd 4: %+v, %v", cfg, err)
+	} else if o, _ := cfg.options(); o.Hook == nil {
+		t.Error("-powersgd 4 sets no hook")
+	}
+	for _, bad := range [][]string{{"-topk", "0.01", "-compression", "fp16"}, {"-topk", "0.01", "-powersgd", "2"}, {"-topk", "2"}, {"-powersgd", "-1"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
 }
 
 func TestMeanConf(t *testing.T) {

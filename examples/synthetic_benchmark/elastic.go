@@ -81,7 +81,11 @@ func (e *elasticRun) train(ctx context.Context, rt *hvd.Runtime, sgd hvd.Optimiz
 	if rt.Rank() == 0 {
 		b.out = os.Stdout
 	}
-	opt, err := hvd.NewDistributedOptimizer(sgd, rt, hvd.DistributedOptions{Compression: b.cfg.Compression, InPlace: b.cfg.InPlace})
+	opts, err := b.cfg.options()
+	if err != nil {
+		return err
+	}
+	opt, err := hvd.NewDistributedOptimizer(sgd, rt, opts)
 	if err != nil {
 		return err
 	}

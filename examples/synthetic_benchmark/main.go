@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/hvd/compress"
 )
 
 // config holds the flags.
@@ -32,6 +33,8 @@ type config struct {
 	Warmup, Iters, BatchesPerIter int
 	Float64                       bool // -dtype float64
 	Compression                   hvd.Compression
+	PowerSGD                      int     // PowerSGD rank of the gradient hook (0: none)
+	TopK                          float64 // top-k fraction of the gradient hook (0: none)
 	Baseline                      string
 	Update                        bool
 	InPlace                       bool // all-reduce gradients in Grad (hvd.DistributedOptions.InPlace)
@@ -61,6 +64,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.BatchesPerIter, "batches-per-iter", 5, "steps per timed iteration")
 	dtype := fs.String("dtype", "float32", "parameter and gradient type: float32 (as ResNet-50 trains) or float64")
 	comp := fs.String("compression", "none", "gradient wire type: none (the -dtype), fp32, fp16, bf16")
+	fs.IntVar(&c.PowerSGD, "powersgd", 0, "send each weight matrix's gradient as rank-r PowerSGD factors (hvd/compress; resnet50's shapes; 0: off)")
+	fs.Float64Var(&c.TopK, "topk", 0, "send the largest-magnitude fraction of each gradient of 1024 values or more (hvd/compress; 0: off)")
 	fs.StringVar(&c.Baseline, "baseline", "rank0", "np 1 baseline: rank0 (rank 0 alone, the others idle), concurrent (every rank alone, all at the same time), none")
 	fs.BoolVar(&c.Update, "update", false, "apply an SGD update every step (off: the step is compute and communication only)")
 	fs.BoolVar(&c.Elastic, "elastic", false, "run as an elastic job (start with gorun --min-np N): commit after every step, go on when ranks are lost, and report how long each reset took and what a commit costs")
@@ -76,8 +81,38 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-dtype %q: want float32 or float64", *dtype)
 	}
 	var err error
-	c.Compression, err = hvd.ParseCompression(*comp)
+	if c.Compression, err = hvd.ParseCompression(*comp); err != nil {
+		return c, err
+	}
+	_, err = c.options()
 	return c, err
+}
+
+// options are the DistributedOptimizer's options the flags choose.
+func (c config) options() (hvd.DistributedOptions, error) {
+	o := hvd.DistributedOptions{Compression: c.Compression, InPlace: c.InPlace}
+	switch {
+	case c.PowerSGD < 0 || c.TopK < 0 || c.TopK > 1:
+		return o, fmt.Errorf("-powersgd %d must be at least 0 and -topk %v within [0, 1]", c.PowerSGD, c.TopK)
+	case (c.PowerSGD > 0 || c.TopK > 0) && (c.Compression != hvd.NoCompression || c.PowerSGD > 0 && c.TopK > 0):
+		return o, fmt.Errorf("-powersgd, -topk and -compression exclude each other")
+	case c.PowerSGD > 0:
+		o.Hook = &compress.PowerSGD{Rank: c.PowerSGD}
+	case c.TopK > 0:
+		o.Hook = &compress.TopK{Fraction: c.TopK, MinLen: 1024}
+	}
+	return o, nil
+}
+
+// hookName describes the hook, "" for none.
+func (c config) hookName() string {
+	switch {
+	case c.PowerSGD > 0:
+		return fmt.Sprintf("PowerSGD factors of rank %d", c.PowerSGD)
+	case c.TopK > 0:
+		return fmt.Sprintf("the top %g%% (index, value) pairs", 100*c.TopK)
+	}
+	return ""
 }
 
 func run(args []string) error {
@@ -124,6 +159,7 @@ func newBench(cfg config, specs []tensorSpec, rank int) (*bench, error) {
 				p.Grad32[i] = float32(i%13) / 13
 			}
 		}
+		p.Shape = s.shape
 		b.params = append(b.params, p)
 	}
 	switch cfg.Compute {

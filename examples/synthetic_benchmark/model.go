@@ -4,8 +4,9 @@ import "fmt"
 
 // tensorSpec is one trainable tensor of the benchmark model.
 type tensorSpec struct {
-	name string
-	size int
+	name  string
+	size  int
+	shape []int // PyTorch's shape, outermost first (nil: a vector), for gradient hooks
 }
 
 // resnet50 lists the trainable tensors of ResNet-50 (ImageNet, 1000
@@ -15,8 +16,8 @@ type tensorSpec struct {
 func resnet50() []tensorSpec {
 	var ts []tensorSpec
 	conv := func(name string, k, cin, cout int) {
-		ts = append(ts, tensorSpec{name + ".w", k * k * cin * cout},
-			tensorSpec{name + ".bn.gamma", cout}, tensorSpec{name + ".bn.beta", cout})
+		ts = append(ts, tensorSpec{name + ".w", k * k * cin * cout, []int{cout, cin, k, k}},
+			tensorSpec{name + ".bn.gamma", cout, nil}, tensorSpec{name + ".bn.beta", cout, nil})
 	}
 	conv("conv1", 7, 3, 64)
 	in := 64
@@ -33,7 +34,7 @@ func resnet50() []tensorSpec {
 			in = 4 * width
 		}
 	}
-	return append(ts, tensorSpec{"fc.w", in * 1000}, tensorSpec{"fc.b", 1000})
+	return append(ts, tensorSpec{"fc.w", in * 1000, []int{1000, in}}, tensorSpec{"fc.b", 1000, nil})
 }
 
 // uniform is a model of n tensors sharing params parameters as evenly as
@@ -41,7 +42,7 @@ func resnet50() []tensorSpec {
 func uniform(params, n int) []tensorSpec {
 	ts := make([]tensorSpec, n)
 	for i := range ts {
-		ts[i] = tensorSpec{fmt.Sprintf("layer%d.w", i), params / n}
+		ts[i] = tensorSpec{name: fmt.Sprintf("layer%d.w", i), size: params / n}
 		if i < params%n {
 			ts[i].size++
 		}

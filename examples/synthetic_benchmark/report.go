@@ -18,8 +18,12 @@ func report(ctx context.Context, rt *hvd.Runtime, b *bench, specs []tensorSpec) 
 	if b.cfg.InPlace && wire == dt {
 		how = "in place"
 	}
-	b.printf("Model: %s, %d tensors, %d %v parameters; gradients travel as %v (%.1f MB per step), all-reduced %s\n",
-		b.cfg.Model, len(specs), n, dt, wire, float64(n*wire.Size())/1e6, how)
+	if h := b.cfg.hookName(); h != "" {
+		b.printf("Model: %s, %d tensors, %d %v parameters; gradients travel as %s (hvd/compress)\n", b.cfg.Model, len(specs), n, dt, h)
+	} else {
+		b.printf("Model: %s, %d tensors, %d %v parameters; gradients travel as %v (%.1f MB per step), all-reduced %s\n",
+			b.cfg.Model, len(specs), n, dt, wire, float64(n*wire.Size())/1e6, how)
+	}
 	b.printf("Batch size: %d per rank; compute %v\n", b.cfg.Batch, b.compute)
 	b.printf("Number of ranks: %d\n", rt.Size())
 	base, err := baseline(ctx, rt, b)
