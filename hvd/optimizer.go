@@ -91,7 +91,17 @@ func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, ro
 	if opt == nil {
 		return fmt.Errorf("%w: BroadcastOptimizerState needs an optimizer, got nil", ErrOptimizerState)
 	}
-	st := opt.State()
+	st, err := broadcastState(ctx, rt, opt.State(), root)
+	if err != nil {
+		return err
+	}
+	return opt.SetState(st)
+}
+
+// broadcastState overwrites st (its slot buffers included) with root's
+// and returns it. Every rank's st must have the same slot names and
+// lengths.
+func broadcastState(ctx context.Context, rt *Runtime, st OptimizerState, root int) (OptimizerState, error) {
 	names := slices.Sorted(maps.Keys(st.Slots))
 	scalars := []float64{float64(st.Steps), st.LR}
 	ts := make([]*Tensor, 0, len(names)+1)
@@ -100,8 +110,8 @@ func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, ro
 		ts = append(ts, NewTensor("optimizer/"+n, st.Slots[n]))
 	}
 	if err := broadcastAll(ctx, rt, ts, root); err != nil {
-		return err
+		return st, err
 	}
 	st.Steps, st.LR = int64(scalars[0]), scalars[1]
-	return opt.SetState(st)
+	return st, nil
 }

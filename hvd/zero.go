@@ -1,0 +1,470 @@
+package hvd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// Sharded optimizer state (DistributedOptions.ShardState), in the manner
+// of ZeRO stage 1: the parameters of each element type are laid end to end
+// in parameter order (a bucket), and rank r of n owns the r-th of n
+// contiguous pieces of each bucket (larger pieces first, the split
+// ReduceScatter makes). A step reduce-scatters each bucket's gradients, runs
+// the wrapped optimizer's kind over views of the owned pieces only (so its
+// state covers them only), and all-gathers the updated values.
+
+// shardable is an optimizer that can be rebuilt over a part of its
+// parameters: SGD and Adam.
+type shardable interface {
+	Optimizer
+	stateCopier
+	// over returns an optimizer of the same kind and configuration over
+	// params, with zero slots and this one's step count and learning rate.
+	over(params []*Param) (Optimizer, error)
+	// slotPrefixes are the prefixes of the per-parameter slots
+	// (prefix+name).
+	slotPrefixes() []string
+	// releaseSlots drops the slot buffers.
+	releaseSlots()
+	// setScalars sets the step count and the learning rate.
+	setScalars(steps int64, lr float64)
+}
+
+// zeroState is the sharded part of a DistributedOptimizer.
+type zeroState struct {
+	template shardable // the wrapped optimizer, its slots released
+	shard    shardable // template's kind over this rank's pieces
+	buckets  []*zeroBucket
+	where    map[string]zeroSlot // parameter name → its place
+	rt       *Runtime
+	err      error // from the last bind
+}
+
+// zeroSlot is where a parameter lies: its bucket and offset in it.
+type zeroSlot struct {
+	b   *zeroBucket
+	off int
+}
+
+// zeroBucket is the parameters of one element type laid end to end.
+type zeroBucket struct {
+	dt      kernels.DType
+	params  []*Param
+	offs    []int // offset of each parameter
+	n       int   // elements in all
+	wire    *Tensor
+	acc     []float64 // BackwardPassesPerStep > 1: the step's sum so far
+	lo, hi  int       // this rank's piece
+	pieces  []zeroPiece
+	send    *Tensor // hi-lo elements: this rank's updated values
+	scratch []float64
+}
+
+// zeroPiece is the part of one parameter that lies in this rank's piece.
+type zeroPiece struct {
+	p    *Param
+	a    int    // its first element in p
+	at   int    // its first element in the rank's piece
+	view *Param // p's elements [a, a+view.Len()), sharing p's memory
+}
+
+// checkShard reports the options that ShardState does not support.
+func (d *DistributedOptions) checkShard() error {
+	switch {
+	case !d.ShardState:
+		return nil
+	case d.Op == kernels.Adasum:
+		return fmt.Errorf("hvd: ShardState reduces with avg or sum, not adasum (Adasum combines whole gradients)")
+	case d.Compression != NoCompression:
+		return fmt.Errorf("hvd: ShardState sends gradients in their own type, not with %v", d.Compression)
+	}
+	return nil
+}
+
+// newZero prepares the sharding of inner's state; bind places it.
+func newZero(inner Optimizer, k int) (*zeroState, error) {
+	t, ok := inner.(shardable)
+	if !ok {
+		return nil, fmt.Errorf("%w: ShardState needs an optimizer of this package (SGD, Adam) to rebuild over each rank's part, not %T", ErrInvalidParam, inner)
+	}
+	z := &zeroState{template: t, where: map[string]zeroSlot{}}
+	for _, dt := range []kernels.DType{kernels.F64, kernels.F32} {
+		b := &zeroBucket{dt: dt}
+		for _, p := range inner.Params() {
+			if p.DType() == dt {
+				z.where[p.Name] = zeroSlot{b, b.n}
+				b.params, b.offs = append(b.params, p), append(b.offs, b.n)
+				b.n += p.Len()
+			}
+		}
+		if len(b.params) == 0 {
+			continue
+		}
+		b.wire = newWire(dt, "zero.grad/"+dt.String(), b.n)
+		if k > 1 {
+			b.acc = make([]float64, b.n)
+		}
+		z.buckets = append(z.buckets, b)
+	}
+	t.releaseSlots()
+	return z, nil
+}
+
+// zeroRange is the piece [lo, hi) of n elements that rank owns of size:
+// the split of ReduceScatter, larger pieces first.
+func zeroRange(n, size, rank int) (lo, hi int) {
+	q, r := n/size, n%size
+	lo = rank*q + min(rank, r)
+	hi = lo + q
+	if rank < r {
+		hi++
+	}
+	return lo, hi
+}
+
+// bind places this rank's pieces for rt and rebuilds the optimizer over
+// them, keeping the step count and learning rate; the slots start at zero
+// (an elastic job's Sync loads them).
+func (z *zeroState) bind(rt *Runtime) {
+	steps, lr := z.template.scalars()
+	if z.shard != nil {
+		steps, lr = z.shard.scalars()
+	}
+	z.rt = rt
+	var views []*Param
+	for _, b := range z.buckets {
+		b.lo, b.hi = zeroRange(b.n, rt.Size(), rt.Rank())
+		b.pieces = b.pieces[:0]
+		for i, p := range b.params {
+			lo, hi := max(b.lo, b.offs[i])-b.offs[i], min(b.hi, b.offs[i]+p.Len())-b.offs[i]
+			if lo >= hi {
+				continue
+			}
+			v := &Param{Name: p.Name}
+			if p.Is32() {
+				v.Value32, v.Grad32 = p.Value32[lo:hi], p.Grad32[lo:hi]
+			} else {
+				v.Value, v.Grad = p.Value[lo:hi], p.Grad[lo:hi]
+			}
+			b.pieces = append(b.pieces, zeroPiece{p: p, a: lo, at: b.offs[i] + lo - b.lo, view: v})
+			views = append(views, v)
+		}
+		b.send = newWire(b.dt, "zero.param/"+b.dt.String(), b.hi-b.lo)
+		b.scratch = make([]float64, b.hi-b.lo)
+	}
+	shard, err := z.template.over(views)
+	if err != nil {
+		z.err = err
+		return
+	}
+	z.shard, z.err = shard.(shardable), nil
+	z.shard.setScalars(steps, lr)
+}
+
+// report takes g's gradient of this pass into its bucket: scaled into the
+// wire (k == 1) or added to the step's sum, which the last pass scales
+// into the wire.
+func (z *zeroState) report(g *gradSync, last bool, k int) {
+	s := z.where[g.p.Name]
+	b, n := s.b, g.p.Len()
+	es := b.dt.Size()
+	dst := b.wire.Data[s.off*es : (s.off+n)*es]
+	if k == 1 {
+		if g.p.Is32() {
+			encode(dst, b.dt, g.p.Grad32, g.pre)
+		} else {
+			encode(dst, b.dt, g.p.Grad, g.pre)
+		}
+		return
+	}
+	acc := b.acc[s.off : s.off+n]
+	if g.p.Is32() {
+		accumulate(acc, g.p.Grad32)
+	} else {
+		accumulate(acc, g.p.Grad)
+	}
+	if last {
+		encode(dst, b.dt, acc, g.pre/float64(k))
+		clear(acc)
+	}
+}
+
+// reduce reduce-scatters every bucket and writes this rank's piece of the
+// result into its parameters' gradients (the views' Grad).
+func (z *zeroState) reduce(ctx context.Context) error {
+	if z.err != nil {
+		return z.err
+	}
+	outs := make([]*Tensor, len(z.buckets))
+	if z.rt.Size() == 1 {
+		for i, b := range z.buckets {
+			outs[i] = b.wire
+		}
+	} else {
+		hs := make([]*Handle, len(z.buckets))
+		for i, b := range z.buckets {
+			hs[i] = z.rt.ReduceScatterAsync(b.wire, kernels.Sum, ReduceOptions{})
+		}
+		if err := waitAll(ctx, hs); err != nil {
+			return err
+		}
+		for i, h := range hs {
+			outs[i] = h.Output()
+		}
+	}
+	for i, b := range z.buckets {
+		if got := outs[i].Count(); got != b.hi-b.lo {
+			return fmt.Errorf("hvd: ShardState: reduce-scatter gave rank %d %d of %d %v gradients, want %d", z.rt.Rank(), got, b.n, b.dt, b.hi-b.lo)
+		}
+		es := b.dt.Size()
+		for _, pc := range b.pieces {
+			src := outs[i].Data[pc.at*es:]
+			if pc.view.Is32() {
+				decode(pc.view.Grad32, src, b.dt, 1)
+			} else {
+				decode(pc.view.Grad, src, b.dt, 1)
+			}
+		}
+	}
+	return nil
+}
+
+// step runs the optimizer over this rank's pieces and all-gathers the
+// updated values into every parameter.
+func (z *zeroState) step(ctx context.Context) error {
+	if z.err != nil {
+		return z.err
+	}
+	if err := z.shard.Step(ctx); err != nil {
+		return err
+	}
+	if z.rt.Size() == 1 {
+		return nil // the views are the whole parameters
+	}
+	hs := make([]*Handle, len(z.buckets))
+	for i, b := range z.buckets {
+		es := b.dt.Size()
+		for _, pc := range b.pieces {
+			dst := b.send.Data[pc.at*es:]
+			if pc.view.Is32() {
+				copy(kernels.FromBytes[float32](dst), pc.view.Value32)
+			} else {
+				copy(kernels.FromBytes[float64](dst), pc.view.Value)
+			}
+		}
+		hs[i] = z.rt.AllgatherAsync(b.send)
+	}
+	if err := waitAll(ctx, hs); err != nil {
+		return err
+	}
+	for i, b := range z.buckets {
+		out := hs[i].Output()
+		if out.Count() != b.n {
+			return fmt.Errorf("hvd: ShardState: all-gather gave %d of %d %v values", out.Count(), b.n, b.dt)
+		}
+		for j, p := range b.params {
+			if p.Is32() {
+				copy(p.Value32, kernels.FromBytes[float32](out.Data)[b.offs[j]:])
+			} else {
+				copy(p.Value, kernels.FromBytes[float64](out.Data)[b.offs[j]:])
+			}
+		}
+	}
+	return nil
+}
+
+// gatherState all-gathers every slot's pieces into the whole state.
+func (z *zeroState) gatherState(ctx context.Context) (OptimizerState, error) {
+	if z.err != nil {
+		return OptimizerState{}, z.err
+	}
+	local := z.shard.State()
+	out := OptimizerState{Steps: local.Steps, LR: local.LR, Slots: map[string][]float64{}}
+	type part struct {
+		prefix string
+		b      *zeroBucket
+	}
+	var parts []part
+	var ts []*Tensor
+	for _, prefix := range z.template.slotPrefixes() {
+		for _, b := range z.buckets {
+			mine := make([]float64, b.hi-b.lo)
+			for _, pc := range b.pieces {
+				copy(mine[pc.at:], local.Slots[prefix+pc.p.Name])
+			}
+			parts = append(parts, part{prefix, b})
+			ts = append(ts, NewTensor("zero.state/"+prefix+b.dt.String(), mine))
+		}
+	}
+	if z.rt.Size() > 1 && len(ts) > 0 {
+		var err error
+		if ts, err = z.rt.GroupedAllgather(ctx, ts); err != nil {
+			return OptimizerState{}, err
+		}
+	}
+	for i, pt := range parts {
+		whole := Values[float64](ts[i])
+		if len(whole) != pt.b.n {
+			return OptimizerState{}, fmt.Errorf("hvd: ShardState: gathered %d of %d values of slot %q", len(whole), pt.b.n, pt.prefix)
+		}
+		for j, p := range pt.b.params {
+			out.Slots[pt.prefix+p.Name] = whole[pt.b.offs[j] : pt.b.offs[j]+p.Len() : pt.b.offs[j]+p.Len()]
+		}
+	}
+	return out, nil
+}
+
+// state is gatherState for the Optimizer interface, which has no error:
+// a failed gather is logged and gives a state without slots, which
+// SetState (and so Checkpoint.Restore) refuses.
+func (z *zeroState) state() OptimizerState {
+	st, err := z.gatherState(context.Background())
+	if err != nil {
+		slog.Error("hvd: gathering the sharded optimizer state", "err", err)
+		steps, lr := z.shard.scalars()
+		return OptimizerState{Steps: steps, LR: lr}
+	}
+	return st
+}
+
+// setState loads this rank's pieces of the whole state s.
+func (z *zeroState) setState(s OptimizerState) error {
+	if z.err != nil {
+		return z.err
+	}
+	want := 0
+	for _, prefix := range z.template.slotPrefixes() {
+		for _, b := range z.buckets {
+			for _, p := range b.params {
+				v, ok := s.Slots[prefix+p.Name]
+				switch {
+				case !ok:
+					return fmt.Errorf("%w: slot %q is missing", ErrOptimizerState, prefix+p.Name)
+				case len(v) != p.Len():
+					return fmt.Errorf("%w: slot %q has %d values, want %d", ErrOptimizerState, prefix+p.Name, len(v), p.Len())
+				}
+				want++
+			}
+		}
+	}
+	if len(s.Slots) != want {
+		return fmt.Errorf("%w: %d slots, want %d", ErrOptimizerState, len(s.Slots), want)
+	}
+	mine := OptimizerState{Steps: s.Steps, LR: s.LR, Slots: map[string][]float64{}}
+	for _, prefix := range z.template.slotPrefixes() {
+		for _, b := range z.buckets {
+			for _, pc := range b.pieces {
+				mine.Slots[prefix+pc.p.Name] = s.Slots[prefix+pc.p.Name][pc.a : pc.a+pc.view.Len()]
+			}
+		}
+	}
+	return z.shard.SetState(mine)
+}
+
+// GatherState returns the whole optimizer state: with ShardState it
+// all-gathers every rank's part of each slot, so that the result equals
+// the state of the same optimizer unsharded, and every rank must call it
+// at the same point of training; without, it is State. State calls it
+// with context.Background() (NewCheckpoint, BroadcastOptimizerState and
+// ElasticState use State), so with ShardState those are collective too.
+func (o *DistributedOptimizer) GatherState(ctx context.Context) (OptimizerState, error) {
+	if o.zero == nil {
+		return o.inner.State(), nil
+	}
+	return o.zero.gatherState(ctx)
+}
+
+// StateBytes is the memory this rank's optimizer state takes: 8 bytes per
+// value of its slots (momentum, moments). With ShardState only this
+// rank's part is kept, about 1/size of the whole. An optimizer of another
+// package counts 0 unless it has a StateBytes method of its own.
+func (o *DistributedOptimizer) StateBytes() int64 {
+	var opt Optimizer = o.inner
+	if o.zero != nil && o.zero.shard != nil {
+		opt = o.zero.shard
+	}
+	if s, ok := opt.(interface{ StateBytes() int64 }); ok {
+		return s.StateBytes()
+	}
+	return 0
+}
+
+// ShardRange returns the piece [lo, hi) of the named parameter's elements
+// whose optimizer state this rank keeps (with ShardState; the whole
+// parameter without), and false for an unknown name. After Synchronize or
+// Step the averaged gradient is in the parameter's Grad (Grad32) only
+// there.
+func (o *DistributedOptimizer) ShardRange(name string) (lo, hi int, ok bool) {
+	g := o.index[name]
+	if g == nil {
+		return 0, 0, false
+	}
+	if o.zero == nil {
+		return 0, g.p.Len(), true
+	}
+	s := o.zero.where[name]
+	lo = min(max(s.b.lo-s.off, 0), g.p.Len())
+	hi = max(min(s.b.hi-s.off, g.p.Len()), lo)
+	return lo, hi, true
+}
+
+// updater is the optimizer that applies the updates: the one over this
+// rank's part with ShardState, else the wrapped one.
+func (o *DistributedOptimizer) updater() Optimizer {
+	if o.zero != nil && o.zero.shard != nil {
+		return o.zero.shard
+	}
+	return o.inner
+}
+
+// update runs the updater after the gradients are in.
+func (o *DistributedOptimizer) update(ctx context.Context) error {
+	if o.zero != nil {
+		return o.zero.step(ctx)
+	}
+	return o.inner.Step(ctx)
+}
+
+// StateBytes is the memory the optimizer's state takes: 8 bytes per value
+// of its slots.
+func (b *base) StateBytes() int64 {
+	var n int64
+	for _, v := range b.slots {
+		n += int64(len(v)) * 8
+	}
+	return n
+}
+
+func (b *base) releaseSlots() { b.slots = slots{} }
+
+func (b *base) setScalars(steps int64, lr float64) { b.steps, b.lr = steps, lr }
+
+func (o *SGD) over(params []*Param) (Optimizer, error) {
+	s, err := NewSGD(params, o.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.setScalars(o.steps, o.lr)
+	return s, nil
+}
+
+func (o *SGD) slotPrefixes() []string {
+	if o.cfg.Momentum == 0 {
+		return nil
+	}
+	return []string{"momentum/"}
+}
+
+func (o *Adam) over(params []*Param) (Optimizer, error) {
+	a, err := NewAdam(params, o.cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.setScalars(o.steps, o.lr)
+	return a, nil
+}
+
+func (o *Adam) slotPrefixes() []string { return []string{"adam.m/", "adam.v/"} }
