@@ -27,6 +27,7 @@ type config struct {
 	Seed        uint64
 	Compression hvd.Compression
 	Adasum      bool // reduce gradients with Adasum, at one rank's learning rate
+	ShardState  bool // keep each rank's part of the optimizer state only (hvd.DistributedOptions.ShardState)
 	DataDir     string
 	SynthTrain  int
 	SynthTest   int
@@ -73,6 +74,7 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	})
 	cfg.Milestones = []float64{3, 4}
 	fs.BoolVar(&cfg.Adasum, "adasum", false, "combine the ranks' gradients with Adasum instead of averaging them, and keep one rank's learning rate (no scaling by np)")
+	fs.BoolVar(&cfg.ShardState, "shard-state", false, "keep only this rank's 1/np part of the optimizer state (momentum, Adam's moments): gradients are reduce-scattered and the updated weights all-gathered (ZeRO stage 1)")
 	fs.Float64Var(&cfg.Gamma, "gamma", 0.2, "learning-rate decay factor at each milestone")
 	fs.Uint64Var(&cfg.Seed, "seed", 42, "seed of the initial weights and the data order")
 	fs.StringVar(&cfg.DataDir, "data", "/usr/share/datasets/fashion-mnist", "directory of the Fashion-MNIST IDX files (.gz or not)")

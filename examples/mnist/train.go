@@ -88,7 +88,7 @@ func newTrainer(rt *hvd.Runtime, cfg config, out io.Writer) (*trainer, error) {
 	}
 	// The backward pass leaves each layer's gradients alone once it has
 	// reported them, so they are all-reduced where they are.
-	dopts := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true}
+	dopts := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true, ShardState: cfg.ShardState}
 	size := rt.Size() // the learning rate's scale after warm-up
 	if cfg.Adasum {
 		// Adasum of parallel gradients is their average, of orthogonal ones
@@ -129,6 +129,9 @@ func (t *trainer) start(ctx context.Context) error {
 	}
 	t.printf("%s model, %d parameters, %d ranks × batch %d, %d steps per epoch, on %v with %s, gradients as %v\n",
 		t.cfg.Model, n, t.rt.Size(), t.cfg.Batch, t.spe, t.rt.Device(), blasName, t.cfg.Compression)
+	if t.cfg.ShardState {
+		t.printf("optimizer state sharded: %d bytes on rank 0\n", t.opt.StateBytes())
+	}
 	if t.ckpt == nil || !t.cfg.Resume {
 		return nil
 	}
