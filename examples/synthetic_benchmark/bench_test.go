@@ -50,6 +50,14 @@ func TestFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-dtype", "int8"}); err == nil {
 		t.Error("-dtype int8 accepted")
 	}
+	if cfg, err := parseFlags([]string{"-update", "-optimizer", "adam", "-shard-state"}); err != nil || !cfg.ShardState || cfg.Optimizer != "adam" {
+		t.Errorf("-update -optimizer adam -shard-state: %+v, %v", cfg, err)
+	}
+	for _, bad := range [][]string{{"-shard-state"}, {"-update", "-optimizer", "lamb"}, {"-update", "-shard-state", "-elastic"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
 }
 
 func TestMeanConf(t *testing.T) {
