@@ -39,6 +39,15 @@ var ErrElasticState = errors.New("hvd: elastic state")
 //
 // Restore zeroes each field before decoding it, as BroadcastObject does:
 // unexported parts of a field's value do not survive it.
+//
+// With a DistributedOptimizer that shards its state
+// (DistributedOptions.ShardState), Commit gathers the whole optimizer
+// state at once (it is then collective, and the commit holds the whole
+// state, so that the ranks left after one is lost have its part), Restore
+// loads this rank's part of it, and Sync gives every rank rank 0's last
+// commit of the optimizer state (not its current one, which a formation
+// of another size has just re-sharded without its values; RunElastic
+// restores the commit before it syncs, so the two are the same there).
 type ElasticState struct {
 	opt    Optimizer
 	fields []any

@@ -82,7 +82,9 @@ func (s slots) names() []string { return slices.Sorted(maps.Keys(s)) }
 // BroadcastOptimizerState copies root's optimizer state (step count,
 // learning rate, every slot) into every rank's optimizer on rt (nil: the
 // default runtime). Call it after BroadcastParameters when resuming from
-// state that only root holds.
+// state that only root holds. With a DistributedOptimizer that shards its
+// state (DistributedOptions.ShardState) it broadcasts the gathered whole
+// state, and each rank keeps its part.
 func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, root int) error {
 	rt, err := orDefault(rt)
 	if err != nil {

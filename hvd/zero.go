@@ -4,17 +4,26 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/gorovod/gorovod/kernels"
 )
 
 // Sharded optimizer state (DistributedOptions.ShardState), in the manner
-// of ZeRO stage 1: the parameters of each element type are laid end to end
-// in parameter order (a bucket), and rank r of n owns the r-th of n
-// contiguous pieces of each bucket (larger pieces first, the split
-// ReduceScatter makes). A step reduce-scatters each bucket's gradients, runs
-// the wrapped optimizer's kind over views of the owned pieces only (so its
-// state covers them only), and all-gathers the updated values.
+// of ZeRO stage 1: runs of consecutive parameters of one element type, of
+// up to zeroBucketBytes (a larger parameter alone), are laid end to end
+// (a bucket), and rank r of n owns the r-th of n contiguous pieces of each
+// bucket (larger pieces first, the split ReduceScatter makes). A bucket's
+// gradients are reduce-scattered as soon as the last pass of a step has
+// reported all of them, overlapping the rest of the backward pass; Step
+// runs the wrapped optimizer's kind over views of the owned pieces only
+// (so its state covers them only) and all-gathers the updated values.
+
+// zeroBucketBytes is the most bytes of gradients in one bucket made of
+// several parameters: small enough that the first buckets' reduce-scatters
+// overlap the rest of the backward pass, large enough that a model of
+// millions of small tensors needs few.
+const zeroBucketBytes = 16 << 20
 
 // shardable is an optimizer that can be rebuilt over a part of its
 // parameters: SGD and Adam.
@@ -40,7 +49,8 @@ type zeroState struct {
 	buckets  []*zeroBucket
 	where    map[string]zeroSlot // parameter name → its place
 	rt       *Runtime
-	err      error // from the last bind
+	err      error      // from the last bind
+	mu       sync.Mutex // guards the buckets' left and h
 }
 
 // zeroSlot is where a parameter lies: its bucket and offset in it.
@@ -57,6 +67,8 @@ type zeroBucket struct {
 	n       int   // elements in all
 	wire    *Tensor
 	acc     []float64 // BackwardPassesPerStep > 1: the step's sum so far
+	left    int       // parameters the step's last pass has not reported yet
+	h       *Handle   // the reduce-scatter in flight, or nil
 	lo, hi  int       // this rank's piece
 	pieces  []zeroPiece
 	send    *Tensor // hi-lo elements: this rank's updated values
@@ -91,23 +103,25 @@ func newZero(inner Optimizer, k int) (*zeroState, error) {
 		return nil, fmt.Errorf("%w: ShardState needs an optimizer of this package (SGD, Adam) to rebuild over each rank's part, not %T", ErrInvalidParam, inner)
 	}
 	z := &zeroState{template: t, where: map[string]zeroSlot{}}
-	for _, dt := range []kernels.DType{kernels.F64, kernels.F32} {
-		b := &zeroBucket{dt: dt}
-		for _, p := range inner.Params() {
-			if p.DType() == dt {
-				z.where[p.Name] = zeroSlot{b, b.n}
-				b.params, b.offs = append(b.params, p), append(b.offs, b.n)
-				b.n += p.Len()
-			}
+	open := map[kernels.DType]*zeroBucket{}
+	for _, p := range inner.Params() {
+		dt := p.DType()
+		b := open[dt]
+		if b == nil || b.n > 0 && (b.n+p.Len())*dt.Size() > zeroBucketBytes {
+			b = &zeroBucket{dt: dt}
+			open[dt] = b
+			z.buckets = append(z.buckets, b)
 		}
-		if len(b.params) == 0 {
-			continue
-		}
-		b.wire = newWire(dt, "zero.grad/"+dt.String(), b.n)
+		z.where[p.Name] = zeroSlot{b, b.n}
+		b.params, b.offs = append(b.params, p), append(b.offs, b.n)
+		b.n += p.Len()
+	}
+	for i, b := range z.buckets {
+		b.wire = newWire(b.dt, fmt.Sprintf("zero.grad/%d", i), b.n)
+		b.left = len(b.params)
 		if k > 1 {
 			b.acc = make([]float64, b.n)
 		}
-		z.buckets = append(z.buckets, b)
 	}
 	t.releaseSlots()
 	return z, nil
@@ -135,7 +149,8 @@ func (z *zeroState) bind(rt *Runtime) {
 	}
 	z.rt = rt
 	var views []*Param
-	for _, b := range z.buckets {
+	for i, b := range z.buckets {
+		b.left, b.h = len(b.params), nil
 		b.lo, b.hi = zeroRange(b.n, rt.Size(), rt.Rank())
 		b.pieces = b.pieces[:0]
 		for i, p := range b.params {
@@ -152,7 +167,7 @@ func (z *zeroState) bind(rt *Runtime) {
 			b.pieces = append(b.pieces, zeroPiece{p: p, a: lo, at: b.offs[i] + lo - b.lo, view: v})
 			views = append(views, v)
 		}
-		b.send = newWire(b.dt, "zero.param/"+b.dt.String(), b.hi-b.lo)
+		b.send = newWire(b.dt, fmt.Sprintf("zero.param/%d", i), b.hi-b.lo)
 		b.scratch = make([]float64, b.hi-b.lo)
 	}
 	shard, err := z.template.over(views)
@@ -166,29 +181,35 @@ func (z *zeroState) bind(rt *Runtime) {
 
 // report takes g's gradient of this pass into its bucket: scaled into the
 // wire (k == 1) or added to the step's sum, which the last pass scales
-// into the wire.
+// into the wire. The last pass's report of a bucket's last parameter
+// starts the bucket's reduce-scatter.
 func (z *zeroState) report(g *gradSync, last bool, k int) {
 	s := z.where[g.p.Name]
 	b, n := s.b, g.p.Len()
 	es := b.dt.Size()
 	dst := b.wire.Data[s.off*es : (s.off+n)*es]
-	if k == 1 {
+	switch {
+	case k == 1 && g.p.Is32():
+		encode(dst, b.dt, g.p.Grad32, g.pre)
+	case k == 1:
+		encode(dst, b.dt, g.p.Grad, g.pre)
+	default:
+		acc := b.acc[s.off : s.off+n]
 		if g.p.Is32() {
-			encode(dst, b.dt, g.p.Grad32, g.pre)
+			accumulate(acc, g.p.Grad32)
 		} else {
-			encode(dst, b.dt, g.p.Grad, g.pre)
+			accumulate(acc, g.p.Grad)
 		}
-		return
-	}
-	acc := b.acc[s.off : s.off+n]
-	if g.p.Is32() {
-		accumulate(acc, g.p.Grad32)
-	} else {
-		accumulate(acc, g.p.Grad)
-	}
-	if last {
+		if !last {
+			return
+		}
 		encode(dst, b.dt, acc, g.pre/float64(k))
 		clear(acc)
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if b.left--; b.left == 0 && z.rt.Size() > 1 {
+		b.h = z.rt.ReduceScatterAsync(b.wire, kernels.Sum, ReduceOptions{})
 	}
 }
 
@@ -199,21 +220,21 @@ func (z *zeroState) reduce(ctx context.Context) error {
 		return z.err
 	}
 	outs := make([]*Tensor, len(z.buckets))
-	if z.rt.Size() == 1 {
-		for i, b := range z.buckets {
-			outs[i] = b.wire
+	hs := make([]*Handle, len(z.buckets))
+	z.mu.Lock()
+	for i, b := range z.buckets {
+		outs[i], hs[i] = b.wire, b.h
+		b.left, b.h = len(b.params), nil
+	}
+	z.mu.Unlock()
+	for i, h := range hs {
+		if h == nil {
+			continue // a job of one rank: the sum is the wire
 		}
-	} else {
-		hs := make([]*Handle, len(z.buckets))
-		for i, b := range z.buckets {
-			hs[i] = z.rt.ReduceScatterAsync(b.wire, kernels.Sum, ReduceOptions{})
-		}
-		if err := waitAll(ctx, hs); err != nil {
+		if err := h.Wait(ctx); err != nil {
 			return err
 		}
-		for i, h := range hs {
-			outs[i] = h.Output()
-		}
+		outs[i] = h.Output()
 	}
 	for i, b := range z.buckets {
 		if got := outs[i].Count(); got != b.hi-b.lo {
@@ -296,7 +317,7 @@ func (z *zeroState) gatherState(ctx context.Context) (OptimizerState, error) {
 				copy(mine[pc.at:], local.Slots[prefix+pc.p.Name])
 			}
 			parts = append(parts, part{prefix, b})
-			ts = append(ts, NewTensor("zero.state/"+prefix+b.dt.String(), mine))
+			ts = append(ts, NewTensor(fmt.Sprintf("zero.state/%s%d", prefix, len(ts)), mine))
 		}
 	}
 	if z.rt.Size() > 1 && len(ts) > 0 {

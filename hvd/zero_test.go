@@ -77,7 +77,11 @@ type zeroPair struct {
 }
 
 func newZeroPair(rt *hvd.Runtime, mk func([]*hvd.Param) (hvd.Optimizer, error), opts hvd.DistributedOptions, random bool) (*zeroPair, error) {
-	z := &zeroPair{plainPs: zeroModel(), shardedPs: zeroModel()}
+	return newZeroPairOf(zeroModel, rt, mk, opts, random)
+}
+
+func newZeroPairOf(model func() []*hvd.Param, rt *hvd.Runtime, mk func([]*hvd.Param) (hvd.Optimizer, error), opts hvd.DistributedOptions, random bool) (*zeroPair, error) {
+	z := &zeroPair{plainPs: model(), shardedPs: model()}
 	for i, ps := range [][]*hvd.Param{z.plainPs, z.shardedPs} {
 		inner, err := mk(ps)
 		if err != nil {
@@ -207,6 +211,38 @@ func TestShardStateMatchesUnsharded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestShardStateBuckets: parameters of more than 16 MiB in all are
+// reduce-scattered in several buckets (here two float64 ones and a float32
+// one, each split 3 ways), with the same result as unsharded, bit for bit.
+func TestShardStateBuckets(t *testing.T) {
+	model := func() []*hvd.Param {
+		ps := []*hvd.Param{hvd.NewParam("big1", 1_500_001), hvd.NewParam32("small", 3), hvd.NewParam("big2", 2_000_003)}
+		for _, p := range ps {
+			for i := range p.Value {
+				p.Value[i] = float64(i % 5)
+			}
+		}
+		return ps
+	}
+	each(t, hvdtest.Start(t, 3), func(r int, rt *hvd.Runtime) error {
+		ctx := context.Background()
+		z, err := newZeroPairOf(model, rt, zeroOptimizers[1].make, hvd.DistributedOptions{Op: kernels.Sum}, false)
+		if err != nil {
+			return err
+		}
+		for s := range 2 {
+			if err := z.step(ctx, r, s); err != nil {
+				return err
+			}
+		}
+		lo, hi, _ := z.sharded.ShardRange("big2")
+		if want := []int{0, 666_668, 1_333_336, 2_000_003}; lo != want[r] || hi != want[r+1] {
+			return fmt.Errorf("rank %d keeps big2[%d:%d], want [%d:%d] (a bucket of its own)", r, lo, hi, want[r], want[r+1])
+		}
+		return z.compare(0, 0)
+	})
 }
 
 // TestShardStateBackwardPasses: with BackwardPassesPerStep 4 the sharded
