@@ -345,6 +345,9 @@ func (z *zeroState) state() OptimizerState {
 	st, err := z.gatherState(context.Background())
 	if err != nil {
 		slog.Error("hvd: gathering the sharded optimizer state", "err", err)
+		if z.shard == nil {
+			return OptimizerState{}
+		}
 		steps, lr := z.shard.scalars()
 		return OptimizerState{Steps: steps, LR: lr}
 	}
