@@ -26,7 +26,7 @@ type elasticJob struct {
 	driver *rendezvous.Client
 	gen    int
 
-	shard   bool // the workers' optimizers shard their state (ShardState)
+	shard bool // the workers' optimizers shard their state (ShardState)
 
 	mu      sync.Mutex
 	workers map[string]*elasticWorker

@@ -19,6 +19,10 @@ import (
 // runs the wrapped optimizer's kind over views of the owned pieces only
 // (so its state covers them only) and all-gathers the updated values.
 
+// A bucket's tensors are named after its first parameter:
+// "zero.grad/<name>" (the reduce-scatter), "zero.param/<name>" (the
+// all-gather) and "zero.state/<slot prefix><name>" (GatherState).
+
 // zeroBucketBytes is the most bytes of gradients in one bucket made of
 // several parameters: small enough that the first buckets' reduce-scatters
 // overlap the rest of the backward pass, large enough that a model of
@@ -116,8 +120,8 @@ func newZero(inner Optimizer, k int) (*zeroState, error) {
 		b.params, b.offs = append(b.params, p), append(b.offs, b.n)
 		b.n += p.Len()
 	}
-	for i, b := range z.buckets {
-		b.wire = newWire(b.dt, fmt.Sprintf("zero.grad/%d", i), b.n)
+	for _, b := range z.buckets {
+		b.wire = newWire(b.dt, "zero.grad/"+b.params[0].Name, b.n)
 		b.left = len(b.params)
 		if k > 1 {
 			b.acc = make([]float64, b.n)
@@ -149,7 +153,7 @@ func (z *zeroState) bind(rt *Runtime) {
 	}
 	z.rt = rt
 	var views []*Param
-	for i, b := range z.buckets {
+	for _, b := range z.buckets {
 		b.left, b.h = len(b.params), nil
 		b.lo, b.hi = zeroRange(b.n, rt.Size(), rt.Rank())
 		b.pieces = b.pieces[:0]
@@ -167,7 +171,7 @@ func (z *zeroState) bind(rt *Runtime) {
 			b.pieces = append(b.pieces, zeroPiece{p: p, a: lo, at: b.offs[i] + lo - b.lo, view: v})
 			views = append(views, v)
 		}
-		b.send = newWire(b.dt, fmt.Sprintf("zero.param/%d", i), b.hi-b.lo)
+		b.send = newWire(b.dt, "zero.param/"+b.params[0].Name, b.hi-b.lo)
 		b.scratch = make([]float64, b.hi-b.lo)
 	}
 	shard, err := z.template.over(views)
@@ -317,7 +321,7 @@ func (z *zeroState) gatherState(ctx context.Context) (OptimizerState, error) {
 				copy(mine[pc.at:], local.Slots[prefix+pc.p.Name])
 			}
 			parts = append(parts, part{prefix, b})
-			ts = append(ts, NewTensor(fmt.Sprintf("zero.state/%s%d", prefix, len(ts)), mine))
+			ts = append(ts, NewTensor("zero.state/"+prefix+b.params[0].Name, mine))
 		}
 	}
 	if z.rt.Size() > 1 && len(ts) > 0 {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -474,3 +475,42 @@ func TestShardStateUnsupported(t *testing.T) {
 
 // notShardable is an optimizer of another package.
 type notShardable struct{ hvd.Optimizer }
+
+// TestShardStateSynchronize: after Synchronize each rank's pieces of the
+// gradients (ShardRange) hold the average the unsharded optimizer puts in
+// the whole gradient; Step then updates without synchronizing again.
+func TestShardStateSynchronize(t *testing.T) {
+	each(t, hvdtest.Start(t, 3), func(r int, rt *hvd.Runtime) error {
+		ctx := context.Background()
+		z, err := newZeroPair(rt, zeroOptimizers[0].make, hvd.DistributedOptions{Op: kernels.Sum}, false)
+		if err != nil {
+			return err
+		}
+		zeroGrads(z.plainPs, r, 0, nil)
+		zeroGrads(z.shardedPs, r, 0, nil)
+		if err := z.plain.Synchronize(ctx); err != nil {
+			return err
+		}
+		if err := z.sharded.Synchronize(ctx); err != nil {
+			return err
+		}
+		for k, p := range z.plainPs {
+			q := z.shardedPs[k]
+			lo, hi, _ := z.sharded.ShardRange(p.Name)
+			if p.Is32() {
+				if !slices.Equal(p.Grad32[lo:hi], q.Grad32[lo:hi]) {
+					return fmt.Errorf("%s[%d:%d] = %v sharded, %v unsharded", p.Name, lo, hi, q.Grad32[lo:hi], p.Grad32[lo:hi])
+				}
+			} else if !slices.Equal(p.Grad[lo:hi], q.Grad[lo:hi]) {
+				return fmt.Errorf("%s[%d:%d] = %v sharded, %v unsharded", p.Name, lo, hi, q.Grad[lo:hi], p.Grad[lo:hi])
+			}
+		}
+		if err := z.plain.Step(ctx); err != nil {
+			return err
+		}
+		if err := z.sharded.Step(ctx); err != nil {
+			return err
+		}
+		return z.compare(0, 0)
+	})
+}
