@@ -47,9 +47,10 @@ type DistributedOptions struct {
 	InPlace bool
 	// ShardState keeps only this rank's part of the optimizer state
 	// (ZeRO stage 1): the gradients are reduce-scattered instead of
-	// all-reduced, each rank updates its 1/size contiguous part of the
-	// parameters laid end to end (those of each element type apart), and
-	// the updated values are all-gathered. Needs an SGD or Adam to wrap
+	// all-reduced, each rank updates its 1/size contiguous piece of each
+	// bucket of parameters laid end to end (consecutive parameters of one
+	// element type, up to 16 MiB), and the updated values are
+	// all-gathered (ShardRange, StateBytes). Needs an SGD or Adam to wrap
 	// (whose own slots are then released: do not step it directly), Op avg
 	// or sum and NoCompression; InPlace has no effect. State, and so
 	// NewCheckpoint and BroadcastOptimizerState, gathers the parts: with
