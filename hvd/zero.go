@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/kernels"
 )
 
@@ -65,18 +66,17 @@ type zeroSlot struct {
 
 // zeroBucket is the parameters of one element type laid end to end.
 type zeroBucket struct {
-	dt      kernels.DType
-	params  []*Param
-	offs    []int // offset of each parameter
-	n       int   // elements in all
-	wire    *Tensor
-	acc     []float64 // BackwardPassesPerStep > 1: the step's sum so far
-	left    int       // parameters the step's last pass has not reported yet
-	h       *Handle   // the reduce-scatter in flight, or nil
-	lo, hi  int       // this rank's piece
-	pieces  []zeroPiece
-	send    *Tensor // hi-lo elements: this rank's updated values
-	scratch []float64
+	dt     kernels.DType
+	params []*Param
+	offs   []int // offset of each parameter
+	n      int   // elements in all
+	wire   *Tensor
+	acc    []float64 // BackwardPassesPerStep > 1: the step's sum so far
+	left   int       // parameters the step's last pass has not reported yet
+	h      *Handle   // the reduce-scatter in flight, or nil
+	lo, hi int       // this rank's piece
+	pieces []zeroPiece
+	send   *Tensor // the wire's piece [lo, hi): this rank's updated values
 }
 
 // zeroPiece is the part of one parameter that lies in this rank's piece.
@@ -171,8 +171,8 @@ func (z *zeroState) bind(rt *Runtime) {
 			b.pieces = append(b.pieces, zeroPiece{p: p, a: lo, at: b.offs[i] + lo - b.lo, view: v})
 			views = append(views, v)
 		}
-		b.send = newWire(b.dt, "zero.param/"+b.params[0].Name, b.hi-b.lo)
-		b.scratch = make([]float64, b.hi-b.lo)
+		es := b.dt.Size()
+		b.send = &Tensor{Name: "zero.param/" + b.params[0].Name, DType: b.dt, Shape: []int{b.hi - b.lo}, Data: b.wire.Data[b.lo*es : b.hi*es]}
 	}
 	shard, err := z.template.over(views)
 	if err != nil {
@@ -213,7 +213,7 @@ func (z *zeroState) report(g *gradSync, last bool, k int) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if b.left--; b.left == 0 && z.rt.Size() > 1 {
-		b.h = z.rt.ReduceScatterAsync(b.wire, kernels.Sum, ReduceOptions{})
+		b.h = z.rt.reduceScatterInPlace(b.wire)
 	}
 }
 
@@ -280,7 +280,7 @@ func (z *zeroState) step(ctx context.Context) error {
 				copy(kernels.FromBytes[float64](dst), pc.view.Value)
 			}
 		}
-		hs[i] = z.rt.AllgatherAsync(b.send)
+		hs[i] = z.rt.allgatherInto(b.send, b.wire)
 	}
 	if err := waitAll(ctx, hs); err != nil {
 		return err
@@ -496,3 +496,19 @@ func (o *Adam) over(params []*Param) (Optimizer, error) {
 }
 
 func (o *Adam) slotPrefixes() []string { return []string{"adam.m/", "adam.v/"} }
+
+// reduceScatterInPlace sums t over the ranks in t itself, which it leaves
+// changed: the Output is this rank's share of the sum, within t.
+func (r *Runtime) reduceScatterInPlace(t *Tensor) *Handle {
+	req := request(t, engine.KindReducescatter)
+	req.ReduceOp, req.Clobber = kernels.Sum, true
+	return r.submit("reducescatter", t, req, result(t), false)
+}
+
+// allgatherInto all-gathers every rank's piece into out, whose bytes piece
+// may share (as its own part of out): the Output is out's bytes.
+func (r *Runtime) allgatherInto(piece, out *Tensor) *Handle {
+	req := request(piece, engine.KindAllgather)
+	req.Out = out.Data
+	return r.submit("allgather", piece, req, result(piece), false)
+}
