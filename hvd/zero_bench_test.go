@@ -3,6 +3,7 @@ package hvd_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 // is reported at once (no backward pass to overlap). It reports the
 // median step of each.
 //
-//	go test ./hvd -run '^$' -bench ShardStateStep -benchtime 20x
+//	go test ./hvd -run '^$' -bench ShardStateStep -benchtime 30x
 func BenchmarkShardStateStep(b *testing.B) {
 	const ranks, tensors, per = 2, 32, 1 << 18
 	rts := hvdtest.Start(b, ranks, hvdtest.OverTCP())
@@ -74,13 +75,7 @@ func BenchmarkShardStateStep(b *testing.B) {
 }
 
 func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
 	return s[len(s)/2]
 }
