@@ -56,6 +56,17 @@ type DistributedOptions struct {
 	// value given as the Hook is moved to Compression (its fast path, the
 	// cast in the all-reduce's own buffers), so Options reports it there.
 	Hook GradientHook
+	// ShardState keeps only this rank's part of the optimizer state
+	// (ZeRO stage 1): the gradients are reduce-scattered instead of
+	// all-reduced, each rank updates its 1/size contiguous piece of each
+	// bucket of parameters laid end to end (consecutive parameters of one
+	// element type, up to 16 MiB), and the updated values are
+	// all-gathered (ShardRange, StateBytes). Needs an SGD or Adam to wrap
+	// (whose own slots are then released: do not step it directly), Op avg
+	// or sum, NoCompression and no Hook; InPlace has no effect. State, and so
+	// NewCheckpoint and BroadcastOptimizerState, gathers the parts: with
+	// it they are collective. See the README's "Sharded optimizer state".
+	ShardState bool
 }
 
 // DistributedOptimizer wraps an optimizer so that every rank applies the
@@ -74,6 +85,7 @@ type DistributedOptimizer struct {
 	opts  DistributedOptions
 	grads []*gradSync
 	index map[string]*gradSync
+	zero  *zeroState // ShardState; nil without
 
 	mu      sync.Mutex
 	pass    int         // backward passes completed since the last update
@@ -135,6 +147,11 @@ func NewDistributedOptimizer(inner Optimizer, rt *Runtime, opts DistributedOptio
 		o.grads = append(o.grads, g)
 		o.index[p.Name] = g
 	}
+	if opts.ShardState {
+		if o.zero, err = newZero(inner, opts.BackwardPassesPerStep); err != nil {
+			return nil, err
+		}
+	}
 	o.bind(rt)
 	return o, nil
 }
@@ -169,10 +186,13 @@ func (o *DistributedOptimizer) bind(rt *Runtime) {
 		g.pre, g.post = o.opts.factors(rt.Size(), wt == p.DType())
 		g.inPlace = o.opts.InPlace && wt == p.DType() && o.opts.BackwardPassesPerStep == 1 && g.post == 1
 		g.wire = nil
-		if !g.inPlace {
+		if !g.inPlace && o.zero == nil {
 			g.wire = newWire(wt, "grad/"+p.Name, p.Len())
 		}
 		g.alone = rt.Size() == 1 && wt == p.DType() && g.pre == 1 && g.post == 1
+	}
+	if o.zero != nil {
+		o.zero.bind(rt)
 	}
 }
 
@@ -243,7 +263,7 @@ func (d *DistributedOptions) normalize() error {
 	if int(d.Compression) >= len(compressionNames) {
 		return fmt.Errorf("hvd: unknown %v", d.Compression)
 	}
-	return nil
+	return d.checkShard()
 }
 
 // newWire allocates a tensor of n elements of type wt.

@@ -29,6 +29,10 @@ func (o *DistributedOptimizer) report(name string) error {
 		return err
 	}
 	k := o.opts.BackwardPassesPerStep
+	if o.zero != nil {
+		o.zero.report(g, last, k)
+		return nil
+	}
 	if k == 1 && g.alone {
 		return nil // the mean over one rank is the gradient itself
 	}
@@ -136,7 +140,7 @@ func (o *DistributedOptimizer) Step(ctx context.Context) error {
 	o.mu.Lock()
 	o.synced = false
 	o.mu.Unlock()
-	return o.inner.Step(ctx)
+	return o.update(ctx)
 }
 
 // Synchronize finishes the last backward pass of a step without updating:
@@ -202,6 +206,9 @@ func (o *DistributedOptimizer) isReported(g *gradSync) bool {
 // started (which is about the order they finish), and decompresses each
 // result into its parameter's gradient while the later ones are still running.
 func (o *DistributedOptimizer) collect(ctx context.Context) error {
+	if o.zero != nil {
+		return o.zero.reduce(ctx)
+	}
 	o.mu.Lock()
 	pending := o.pending
 	o.pending = nil

@@ -26,6 +26,8 @@ type elasticJob struct {
 	driver *rendezvous.Client
 	gen    int
 
+	shard bool // the workers' optimizers shard their state (ShardState)
+
 	mu      sync.Mutex
 	workers map[string]*elasticWorker
 	hook    func(w *elasticWorker) hvd.GradientHook // the workers' DistributedOptions.Hook (nil: none)
@@ -114,7 +116,7 @@ func (j *elasticJob) run(ctx context.Context, w *elasticWorker, onStep func(ctx 
 		return err
 	}
 	defer solo.Shutdown()
-	opts := hvd.DistributedOptions{Op: kernels.Sum}
+	opts := hvd.DistributedOptions{Op: kernels.Sum, ShardState: j.shard}
 	if j.hook != nil {
 		opts.Hook = j.hook(w)
 	}
@@ -279,6 +281,33 @@ func (j *elasticJob) wantSums(ids ...string) {
 // processed exactly once.
 func TestRunElasticTwoFailures(t *testing.T) {
 	j := newElasticJob(t)
+	killed := make(chan struct{})
+	var once sync.Once
+	onStep := func(ctx context.Context, w *elasticWorker, rank, size, steps int) {
+		if size == 4 && steps == 5 && w.id == "w2" {
+			once.Do(func() { close(killed) })
+			<-ctx.Done()
+		}
+	}
+	for _, id := range []string{"w0", "w1", "w2", "w3"} {
+		j.start(id, onStep)
+	}
+	j.publish("w0", "w1", "w2", "w3")
+	<-killed
+	j.kill("w2")
+	j.publish("w0", "w1", "w3")
+	j.kill("w3")
+	j.publish("w0", "w1")
+	j.wantSums("w0", "w1")
+}
+
+// TestRunElasticShardState: with sharded optimizers, the job of four
+// workers (whose three values leave one worker no piece) loses one
+// mid-epoch and another at the next formation; the survivors re-shard at
+// each size and finish with every sample processed exactly once.
+func TestRunElasticShardState(t *testing.T) {
+	j := newElasticJob(t)
+	j.shard = true
 	killed := make(chan struct{})
 	var once sync.Once
 	onStep := func(ctx context.Context, w *elasticWorker, rank, size, steps int) {

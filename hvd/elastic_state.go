@@ -39,6 +39,15 @@ var ErrElasticState = errors.New("hvd: elastic state")
 //
 // Restore zeroes each field before decoding it, as BroadcastObject does:
 // unexported parts of a field's value do not survive it.
+//
+// With a DistributedOptimizer that shards its state
+// (DistributedOptions.ShardState), Commit gathers the whole optimizer
+// state at once (it is then collective, and the commit holds the whole
+// state, so that the ranks left after one is lost have its part), Restore
+// loads this rank's part of it, and Sync gives every rank rank 0's last
+// commit of the optimizer state (not its current one, which a formation
+// of another size has just re-sharded without its values; RunElastic
+// restores the commit before it syncs, so the two are the same there).
 type ElasticState struct {
 	opt    Optimizer
 	fields []any
@@ -134,6 +143,14 @@ func NewElasticState(opt Optimizer, fields ...any) (*ElasticState, error) {
 // training function, and the job re-forms.
 func (s *ElasticState) Commit() error {
 	s.settle()
+	var sharded OptimizerState
+	if d := shardedOf(s.opt); d != nil {
+		st, err := d.GatherState(context.Background())
+		if err != nil {
+			return fmt.Errorf("%w: gathering the sharded optimizer state: %w", ErrElasticState, err)
+		}
+		sharded = st
+	}
 	enc := make([][]byte, len(s.fields))
 	for i, f := range s.fields {
 		var buf bytes.Buffer
@@ -144,10 +161,14 @@ func (s *ElasticState) Commit() error {
 	}
 	s.enc = enc
 	sc := s.copier()
-	if sc == nil {
+	switch {
+	case shardedOf(s.opt) != nil:
+		s.opState = sharded // gathered above, before anything changed
+		s.copyState(nil)
+	case sc == nil:
 		s.opState = s.opt.State() // the optimizer's own deep copy, now
 		s.copyState(nil)
-	} else {
+	default:
 		// The scalars now, the values and slots in the background: the
 		// caller may change the learning rate before the next step.
 		s.opState.Steps, s.opState.LR = sc.scalars()
@@ -192,6 +213,9 @@ func (s *ElasticState) copyState(sc stateCopier) {
 // the background and wait for that copy before they change anything.
 func (s *ElasticState) copier() stateCopier {
 	opt := s.opt
+	if shardedOf(opt) != nil {
+		return nil // its state is gathered, at once
+	}
 	if d, ok := opt.(*DistributedOptimizer); ok {
 		opt = d.inner
 	}
@@ -240,7 +264,7 @@ func (s *ElasticState) Sync(ctx context.Context, rt *Runtime) error {
 	if err := BroadcastParameters(ctx, rt, s.opt.Params(), 0); err != nil {
 		return err
 	}
-	if err := BroadcastOptimizerState(ctx, rt, s.opt, 0); err != nil {
+	if err := s.syncOptimizer(ctx, rt); err != nil {
 		return err
 	}
 	for _, f := range s.fields {
@@ -249,6 +273,30 @@ func (s *ElasticState) Sync(ctx context.Context, rt *Runtime) error {
 		}
 	}
 	return s.Commit()
+}
+
+// syncOptimizer makes every rank's optimizer state rank 0's. A sharded
+// optimizer (ShardState) may have just been re-sharded for a job of
+// another size, which leaves its parts without their state: it takes
+// rank 0's last commit, which holds the whole state, instead of gathering
+// its parts.
+func (s *ElasticState) syncOptimizer(ctx context.Context, rt *Runtime) error {
+	if shardedOf(s.opt) == nil {
+		return BroadcastOptimizerState(ctx, rt, s.opt, 0)
+	}
+	st, err := broadcastState(ctx, rt, s.opState, 0)
+	if err != nil {
+		return err
+	}
+	return s.opt.SetState(st)
+}
+
+// shardedOf is opt if it is a DistributedOptimizer with ShardState.
+func shardedOf(opt Optimizer) *DistributedOptimizer {
+	if d, ok := opt.(*DistributedOptimizer); ok && d.zero != nil {
+		return d
+	}
+	return nil
 }
 
 // Commits is how many times the state was committed (NewElasticState

@@ -82,7 +82,9 @@ func (s slots) names() []string { return slices.Sorted(maps.Keys(s)) }
 // BroadcastOptimizerState copies root's optimizer state (step count,
 // learning rate, every slot) into every rank's optimizer on rt (nil: the
 // default runtime). Call it after BroadcastParameters when resuming from
-// state that only root holds.
+// state that only root holds. With a DistributedOptimizer that shards its
+// state (DistributedOptions.ShardState) it broadcasts the gathered whole
+// state, and each rank keeps its part.
 func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, root int) error {
 	rt, err := orDefault(rt)
 	if err != nil {
@@ -91,7 +93,17 @@ func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, ro
 	if opt == nil {
 		return fmt.Errorf("%w: BroadcastOptimizerState needs an optimizer, got nil", ErrOptimizerState)
 	}
-	st := opt.State()
+	st, err := broadcastState(ctx, rt, opt.State(), root)
+	if err != nil {
+		return err
+	}
+	return opt.SetState(st)
+}
+
+// broadcastState overwrites st (its slot buffers included) with root's
+// and returns it. Every rank's st must have the same slot names and
+// lengths.
+func broadcastState(ctx context.Context, rt *Runtime, st OptimizerState, root int) (OptimizerState, error) {
 	names := slices.Sorted(maps.Keys(st.Slots))
 	scalars := []float64{float64(st.Steps), st.LR}
 	ts := make([]*Tensor, 0, len(names)+1)
@@ -100,8 +112,8 @@ func BroadcastOptimizerState(ctx context.Context, rt *Runtime, opt Optimizer, ro
 		ts = append(ts, NewTensor("optimizer/"+n, st.Slots[n]))
 	}
 	if err := broadcastAll(ctx, rt, ts, root); err != nil {
-		return err
+		return st, err
 	}
 	st.Steps, st.LR = int64(scalars[0]), scalars[1]
-	return opt.SetState(st)
+	return st, nil
 }

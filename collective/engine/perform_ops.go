@@ -38,7 +38,10 @@ func (e *Engine) allgather(ctx context.Context, t *task) error {
 		}
 		total += rows
 	}
-	out := make([]byte, total*per*esz)
+	out := req.Out
+	if len(out) != total*per*esz {
+		out = make([]byte, total*per*esz)
+	}
 	copy(out[off*per*esz:], t.en.data)
 	if err := e.c.Allgather(ctx, req.DType, out, counts); err != nil {
 		return err
@@ -66,8 +69,9 @@ func (e *Engine) alltoall(ctx context.Context, t *task) error {
 	return nil
 }
 
-// reducescatter reduces a copy of the data and keeps this rank's share of
-// the rows (split as evenly as possible, earlier ranks taking the extra).
+// reducescatter reduces a copy of the data (the data itself with Clobber)
+// and keeps this rank's share of the rows (split as evenly as possible,
+// earlier ranks taking the extra).
 func (e *Engine) reducescatter(ctx context.Context, t *task) error {
 	req := &t.en.req
 	per, esz, rows := req.rowElems(), req.DType.Size(), req.rows()
@@ -85,7 +89,10 @@ func (e *Engine) reducescatter(ctx context.Context, t *task) error {
 			myRows = n
 		}
 	}
-	work := append([]byte(nil), t.en.data...)
+	work := t.en.data
+	if !req.Clobber {
+		work = append([]byte(nil), work...)
+	}
 	o := collective.ReduceOptions{Prescale: req.Prescale, Postscale: req.Postscale}
 	if err := e.c.ReduceScatter(ctx, req.DType, work, counts, req.ReduceOp, o); err != nil {
 		return err

@@ -65,6 +65,16 @@ type Request struct {
 	// id and size.
 	Group     uint64
 	GroupSize int
+	// Clobber lets a reduce-scatter reduce in the submitted buffer itself,
+	// which it leaves changed, instead of in a copy; the Output is this
+	// rank's share within that buffer. It is this rank's choice, not
+	// negotiated.
+	Clobber bool
+	// Out, when it has exactly the size of an all-gather's result,
+	// receives the result instead of a new buffer (the Output is Out).
+	// The submitted buffer may be Out's own share of it. It is this rank's
+	// choice, not negotiated.
+	Out []byte
 }
 
 // Count is the number of elements Shape describes.

@@ -34,6 +34,7 @@ type config struct {
 	HookWarmup  int     // steps with whole gradients before the hook compresses
 	TopKPlain   bool    // -topk without momentum correction
 	Adasum      bool    // reduce gradients with Adasum, at one rank's learning rate
+	ShardState  bool    // keep each rank's part of the optimizer state only (hvd.DistributedOptions.ShardState)
 	DataDir     string
 	SynthTrain  int
 	SynthTest   int
@@ -82,6 +83,7 @@ func (cfg *config) flags(fs *flag.FlagSet) *string {
 	})
 	cfg.Milestones = []float64{3, 4}
 	fs.BoolVar(&cfg.Adasum, "adasum", false, "combine the ranks' gradients with Adasum instead of averaging them, and keep one rank's learning rate (no scaling by np)")
+	fs.BoolVar(&cfg.ShardState, "shard-state", false, "keep only this rank's 1/np part of the optimizer state (momentum, Adam's moments): gradients are reduce-scattered and the updated weights all-gathered (ZeRO stage 1)")
 	fs.Float64Var(&cfg.Gamma, "gamma", 0.2, "learning-rate decay factor at each milestone")
 	fs.Uint64Var(&cfg.Seed, "seed", 42, "seed of the initial weights and the data order")
 	fs.StringVar(&cfg.DataDir, "data", "/usr/share/datasets/fashion-mnist", "directory of the Fashion-MNIST IDX files (.gz or not)")
@@ -121,7 +123,7 @@ const topKMinLen = 1024
 func (cfg *config) distributedOptions() (hvd.DistributedOptions, error) {
 	// The backward pass leaves each layer's gradients alone once it has
 	// reported them, so they are all-reduced where they are.
-	o := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true}
+	o := hvd.DistributedOptions{Compression: cfg.Compression, InPlace: true, ShardState: cfg.ShardState}
 	hooks := 0
 	switch {
 	case cfg.PowerSGD < 0 || cfg.TopK < 0 || cfg.TopK > 1:
@@ -137,6 +139,9 @@ func (cfg *config) distributedOptions() (hvd.DistributedOptions, error) {
 	}
 	if hooks > 0 && (hooks > 1 || cfg.Adasum || cfg.Compression != hvd.NoCompression) {
 		return o, errors.New("-powersgd, -topk, -compression and -adasum exclude each other")
+	}
+	if cfg.ShardState && (hooks > 0 || cfg.Adasum || cfg.Compression != hvd.NoCompression) {
+		return o, errors.New("-shard-state takes no -powersgd, -topk, -compression or -adasum")
 	}
 	return o, nil
 }

@@ -134,6 +134,9 @@ func (t *trainer) start(ctx context.Context) error {
 	}
 	t.printf("%s model, %d parameters, %d ranks × batch %d, %d steps per epoch, on %v with %s, gradients as %s\n",
 		t.cfg.Model, n, t.rt.Size(), t.cfg.Batch, t.spe, t.rt.Device(), blasName, t.cfg.gradients())
+	if t.cfg.ShardState {
+		t.printf("optimizer state sharded: %d bytes on rank 0\n", t.opt.StateBytes())
+	}
 	if t.ckpt == nil || !t.cfg.Resume {
 		return nil
 	}

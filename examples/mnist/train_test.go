@@ -69,3 +69,30 @@ func TestResumeMatchesUninterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestShardStateMatchesUnsharded: at 2 ranks, Adam with -shard-state
+// trains the same weights as without, bit for bit, also when the sharded
+// run is stopped and resumed from its (gathered) checkpoint.
+func TestShardStateMatchesUnsharded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Hidden, cfg.SynthTrain, cfg.SynthTest = 16, 640, 100 // 20 steps per epoch
+	cfg.Optimizer, cfg.LR = "adam", 0.002
+	whole := trainJob(t, 2, cfg)
+
+	cfg.ShardState = true
+	cfg.CkptDir, cfg.CkptEvery = t.TempDir(), 6
+	cfg.MaxSteps = 27
+	if s := trainJob(t, 2, cfg); s.Steps != 27 {
+		t.Fatalf("first run stopped after %d steps", s.Steps)
+	}
+	cfg.MaxSteps, cfg.Resume = 0, true
+	resumed := trainJob(t, 2, cfg)
+	if resumed.Steps != whole.Steps {
+		t.Fatalf("resumed sharded run ended at step %d, the unsharded run at %d", resumed.Steps, whole.Steps)
+	}
+	for i, p := range resumed.Params {
+		if !reflect.DeepEqual(p.Value, whole.Params[i].Value) {
+			t.Errorf("%s differs from the unsharded run's", p.Name)
+		}
+	}
+}

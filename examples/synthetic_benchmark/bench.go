@@ -34,6 +34,9 @@ func (b *bench) run(ctx context.Context, rt *hvd.Runtime) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b.cfg.Update {
+		b.printf("Optimizer state: %d bytes on rank 0 (%s%s)\n", opt.StateBytes(), b.cfg.Optimizer, map[bool]string{true: ", sharded"}[b.cfg.ShardState])
+	}
 	for range b.cfg.Warmup {
 		if err := b.step(ctx, opt); err != nil {
 			return nil, err
@@ -88,7 +91,11 @@ func (b *bench) split() (busy, wait time.Duration) {
 // optimizer is SGD with -update, else one that applies nothing, so that
 // a step's time is compute and communication only.
 func (b *bench) optimizer() hvd.Optimizer {
-	if b.cfg.Update {
+	switch {
+	case b.cfg.Update && b.cfg.Optimizer == "adam":
+		adam, _ := hvd.NewAdam(b.params, hvd.AdamConfig{LR: 1e-9})
+		return adam
+	case b.cfg.Update:
 		sgd, _ := hvd.NewSGD(b.params, hvd.SGDConfig{LR: 1e-9})
 		return sgd
 	}

@@ -55,7 +55,13 @@ func TestFlags(t *testing.T) {
 	} else if o, _ := cfg.options(); o.Hook == nil {
 		t.Error("-powersgd 4 sets no hook")
 	}
-	for _, bad := range [][]string{{"-topk", "0.01", "-compression", "fp16"}, {"-topk", "0.01", "-powersgd", "2"}, {"-topk", "2"}, {"-powersgd", "-1"}} {
+	if cfg, err := parseFlags([]string{"-update", "-optimizer", "adam", "-shard-state"}); err != nil || !cfg.ShardState || cfg.Optimizer != "adam" {
+		t.Errorf("-update -optimizer adam -shard-state: %+v, %v", cfg, err)
+	} else if o, _ := cfg.options(); !o.ShardState {
+		t.Error("-shard-state does not shard")
+	}
+	for _, bad := range [][]string{{"-topk", "0.01", "-compression", "fp16"}, {"-topk", "0.01", "-powersgd", "2"}, {"-topk", "2"}, {"-powersgd", "-1"},
+		{"-shard-state"}, {"-update", "-optimizer", "lamb"}, {"-update", "-shard-state", "-elastic"}, {"-update", "-shard-state", "-powersgd", "2"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -37,8 +37,10 @@ type config struct {
 	TopK                          float64 // top-k fraction of the gradient hook (0: none)
 	Baseline                      string
 	Update                        bool
-	InPlace                       bool // all-reduce gradients in Grad (hvd.DistributedOptions.InPlace)
-	Elastic                       bool // run under hvd.RunElastic (gorun --min-np)
+	InPlace                       bool   // all-reduce gradients in Grad (hvd.DistributedOptions.InPlace)
+	Optimizer                     string // the -update's optimizer: sgd or adam
+	ShardState                    bool   // hvd.DistributedOptions.ShardState
+	Elastic                       bool   // run under hvd.RunElastic (gorun --min-np)
 }
 
 func main() {
@@ -70,8 +72,18 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.Update, "update", false, "apply an SGD update every step (off: the step is compute and communication only)")
 	fs.BoolVar(&c.Elastic, "elastic", false, "run as an elastic job (start with gorun --min-np N): commit after every step, go on when ranks are lost, and report how long each reset took and what a commit costs")
 	fs.BoolVar(&c.InPlace, "in-place", true, "all-reduce each gradient that travels in its own type where it lies, as Horovod does with a framework's gradients (false: through a copy, the optimizer's default)")
+	fs.StringVar(&c.Optimizer, "optimizer", "sgd", "the optimizer of -update: sgd (no state) or adam (two moments per parameter)")
+	fs.BoolVar(&c.ShardState, "shard-state", false, "keep only this rank's 1/np part of the optimizer state (needs -update): gradients are reduce-scattered, the updated values all-gathered (ZeRO stage 1)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	switch {
+	case c.Optimizer != "sgd" && c.Optimizer != "adam":
+		return c, fmt.Errorf("-optimizer %q: want sgd or adam", c.Optimizer)
+	case c.ShardState && !c.Update:
+		return c, fmt.Errorf("-shard-state shards the state of an update: add -update")
+	case c.ShardState && c.Elastic:
+		return c, fmt.Errorf("-shard-state is not supported with -elastic (the elastic state keeps the wrapped optimizer)")
 	}
 	switch *dtype {
 	case "float32":
@@ -90,12 +102,14 @@ func parseFlags(args []string) (config, error) {
 
 // options are the DistributedOptimizer's options the flags choose.
 func (c config) options() (hvd.DistributedOptions, error) {
-	o := hvd.DistributedOptions{Compression: c.Compression, InPlace: c.InPlace}
+	o := hvd.DistributedOptions{Compression: c.Compression, InPlace: c.InPlace, ShardState: c.ShardState}
 	switch {
 	case c.PowerSGD < 0 || c.TopK < 0 || c.TopK > 1:
 		return o, fmt.Errorf("-powersgd %d must be at least 0 and -topk %v within [0, 1]", c.PowerSGD, c.TopK)
 	case (c.PowerSGD > 0 || c.TopK > 0) && (c.Compression != hvd.NoCompression || c.PowerSGD > 0 && c.TopK > 0):
 		return o, fmt.Errorf("-powersgd, -topk and -compression exclude each other")
+	case c.ShardState && (c.PowerSGD > 0 || c.TopK > 0):
+		return o, fmt.Errorf("-shard-state takes no -powersgd or -topk")
 	case c.PowerSGD > 0:
 		o.Hook = &compress.PowerSGD{Rank: c.PowerSGD}
 	case c.TopK > 0:

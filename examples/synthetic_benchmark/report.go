@@ -15,7 +15,10 @@ func report(ctx context.Context, rt *hvd.Runtime, b *bench, specs []tensorSpec) 
 	dt := b.params[0].DType()
 	wire := b.cfg.Compression.WireDTypeFor(dt)
 	how := "through a copy"
-	if b.cfg.InPlace && wire == dt {
+	switch {
+	case b.cfg.ShardState:
+		how = "reduce-scattered (the updated values all-gathered)"
+	case b.cfg.InPlace && wire == dt:
 		how = "in place"
 	}
 	if h := b.cfg.hookName(); h != "" {
