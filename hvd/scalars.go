@@ -17,7 +17,8 @@ const (
 	// ScalarBuffer is how many points wait for the next send at most;
 	// more are dropped and counted.
 	ScalarBuffer = 8192
-	// ScalarInterval is how often the buffered points go to gorun.
+	// ScalarInterval is how often the buffered points go to gorun (sooner
+	// when the buffer is half full).
 	ScalarInterval = 250 * time.Millisecond
 	// scalarSendTimeout bounds one send, and so what Shutdown adds for
 	// the last one.
@@ -36,9 +37,10 @@ func LogScalars(step int64, scalars map[string]float64) {
 // LogScalars publishes scalars of training step step to gorun, which
 // keeps them, with this rank's runtime series, for --metrics-dir (and its
 // dashboard). It never blocks and is cheap enough for every step (see
-// BenchmarkLogScalars): the values are copied into a buffer of
-// ScalarBuffer points that a goroutine sends every ScalarInterval, and
-// once more in Shutdown (which then waits at most about a second). Points
+// BenchmarkLogScalars and BenchmarkLogScalarsInSteps): the values are
+// copied into a buffer of ScalarBuffer points that a goroutine sends
+// every ScalarInterval, or as soon as the buffer is half full, and once
+// more in Shutdown (which then waits at most about a second). Points
 // that find the buffer full, whose send fails, or that nobody takes
 // (gorun without --metrics-dir; a job that gorun did not start, whose
 // rank 0 serves the rendezvous) are dropped and counted (DroppedScalars,
@@ -99,6 +101,7 @@ type publisher struct {
 	sentFor int64     // the step of the last runtime series sent
 	prev    sample    // the counters at the last runtime series sent
 
+	kick    chan struct{} // a send is due early: the buffer is half full
 	stop    chan struct{}
 	done    chan struct{}
 	stopped sync.Once
@@ -127,7 +130,7 @@ func (p *publisher) start() {
 		return
 	}
 	p.buf = make([]rendezvous.MetricPoint, 0, 256)
-	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	p.stop, p.done, p.kick = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 	go p.run()
 }
 
@@ -154,9 +157,16 @@ func (p *publisher) log(step int64, scalars map[string]float64) {
 		p.buf = append(p.buf, rendezvous.MetricPoint{Step: step, Time: t, Name: name, Value: v})
 		n++
 	}
+	early := len(p.buf) >= ScalarBuffer/2
 	p.mu.Unlock()
 	if n < len(scalars) {
 		p.dropped.Add(int64(len(scalars) - n))
+	}
+	if early && p.kick != nil {
+		select { // the sender sends now rather than at its next tick
+		case p.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -168,6 +178,8 @@ func (p *publisher) run() {
 	for {
 		select {
 		case <-t.C:
+			p.flush()
+		case <-p.kick:
 			p.flush()
 		case <-p.stop:
 			p.flush()

@@ -17,7 +17,7 @@ import (
 // metricsJob joins n runtimes through a rendezvous server whose OnMetrics
 // is onMetrics (nil: a server that takes no metrics), and returns them
 // with the server.
-func metricsJob(t *testing.T, n int, onMetrics func(int, []rendezvous.MetricPoint)) ([]*hvd.Runtime, *rendezvous.Server) {
+func metricsJob(t testing.TB, n int, onMetrics func(int, []rendezvous.MetricPoint)) ([]*hvd.Runtime, *rendezvous.Server) {
 	t.Helper()
 	secret := make([]byte, 32)
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: n,
