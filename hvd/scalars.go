@@ -120,7 +120,9 @@ func newPublisher(r *Runtime) *publisher {
 	p := &publisher{r: r, rdv: r.rdv, rank: r.env.Rank}
 	if p.rdv == nil {
 		p.deaf.Store(true)
+		return p
 	}
+	p.buf, p.kick = make([]rendezvous.MetricPoint, 0, 256), make(chan struct{}, 1)
 	return p
 }
 
@@ -129,8 +131,7 @@ func (p *publisher) start() {
 	if p.deaf.Load() {
 		return
 	}
-	p.buf = make([]rendezvous.MetricPoint, 0, 256)
-	p.stop, p.done, p.kick = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
 	go p.run()
 }
 

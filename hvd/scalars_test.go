@@ -16,8 +16,8 @@ import (
 
 // metricsJob joins n runtimes through a rendezvous server whose OnMetrics
 // is onMetrics (nil: a server that takes no metrics), and returns them
-// with the server.
-func metricsJob(t testing.TB, n int, onMetrics func(int, []rendezvous.MetricPoint)) ([]*hvd.Runtime, *rendezvous.Server) {
+// with the server; configure, if any, changes the runtimes' Config.
+func metricsJob(t testing.TB, n int, onMetrics func(int, []rendezvous.MetricPoint), configure ...func(*hvd.Config)) ([]*hvd.Runtime, *rendezvous.Server) {
 	t.Helper()
 	secret := make([]byte, 32)
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: n,
@@ -31,6 +31,9 @@ func metricsJob(t testing.TB, n int, onMetrics func(int, []rendezvous.MetricPoin
 	t.Cleanup(srv.Stop)
 	rts := hvdtest.Start(t, n, hvdtest.WithConfig(func(cfg *hvd.Config) {
 		cfg.Transport, cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = nil, srv.Addr(), secret, 10*time.Second
+		for _, f := range configure {
+			f(cfg)
+		}
 	}))
 	return rts, srv
 }

@@ -25,7 +25,9 @@ func TestMetricsReceiverAndRankStates(t *testing.T) {
 	j.rankStarted(2, "b")
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	metricsReceiver(st)(1, []rendezvous.MetricPoint{{Step: 5, Time: at.UnixNano(), Name: "loss", Value: 0.5},
-		{Step: 5, Time: at.UnixNano(), Name: "hvd/step", Value: 5, Runtime: true}})
+		{Step: 5, Time: at.UnixNano(), Name: "hvd/step", Value: 5, Runtime: true},
+		{Step: 5, Time: at.UnixNano(), Name: "stall", Text: "engine: stalled tensors; missing: rank 0: [grad]"},
+		{Step: 6, Time: at.UnixNano(), Name: "loss", Value: 0.4}})
 	j.rankEnded(0, nil)
 	j.rankEnded(1, &ExitError{Rank: 1, Host: "b", Status: 3})
 	j.failure = errors.New("rank 1 failed")
@@ -47,7 +49,8 @@ func TestMetricsReceiverAndRankStates(t *testing.T) {
 	for _, e := range snap.Events {
 		kinds = append(kinds, e.Kind)
 	}
-	if strings.Join(kinds, ",") != "exit,failure,exit" {
+	if strings.Join(kinds, ",") != "stall,exit,failure,exit" || snap.Events[0].Rank != 1 || !snap.Events[0].Time.Equal(at) ||
+		snap.Events[0].Text != "engine: stalled tensors; missing: rank 0: [grad]" {
 		t.Errorf("events %v", snap.Events)
 	}
 	if metricsReceiver(nil) != nil {
@@ -60,7 +63,8 @@ func TestMetricsReceiverAndRankStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"rank":1,"host":"b","step":5,"time":"2026-01-01T00:00:00Z","kind":"scalar","name":"loss","value":0.5`) {
+	if !strings.Contains(string(b), `"rank":1,"host":"b","step":5,"time":"2026-01-01T00:00:00Z","kind":"scalar","name":"loss","value":0.5`) ||
+		!strings.Contains(string(b), `"step":6,`) || !strings.Contains(string(b), `"kind":"stall","text":"engine: stalled tensors; missing: rank 0: [grad]"`) {
 		t.Errorf("metrics.jsonl:\n%s", b)
 	}
 }
