@@ -131,6 +131,9 @@ func (j *job) spawnEvaluator(ctx context.Context, env jobenv.Env, spawnerFor fun
 		Dir:  j.cfg.Dir,
 		CPUs: CPUShare{Index: 0, Of: 1},
 	}
+	if j.metrics != nil { // where its results go besides its output (package evaluator)
+		c.Env = append(c.Env, jobenv.EnvMetricsAddr+"="+env.RendezvousAddr, jobenv.EnvMetricsRank+"="+strconv.Itoa(s.Rank))
+	}
 	return j.spawn(ctx, s, c, len(j.forward), spawnerFor(host))
 }
 

@@ -79,12 +79,17 @@ func metricsReceiver(st *metrics.Store) func(int, []rendezvous.MetricPoint) {
 	}
 }
 
-// rankStarted tells the job's Store that rank started on host.
+// rankStarted tells the job's Store that rank started on host; the
+// evaluator, whose results arrive under its number, is a row in state
+// "evaluator".
 func (j *job) rankStarted(rank int, host string) {
-	if j.metrics == nil || rank == j.evaluatorIndex() {
-		return
+	switch {
+	case j.metrics == nil:
+	case rank == j.evaluatorIndex():
+		j.metrics.SetRank(rank, host, "evaluator")
+	default:
+		j.metrics.SetRank(rank, host, "running")
 	}
-	j.metrics.SetRank(rank, host, "running")
 }
 
 // rankEnded tells the job's Store how rank ended: "exited" (status 0),

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/rendezvous"
 )
 
@@ -66,5 +68,55 @@ func TestMetricsReceiverAndRankStates(t *testing.T) {
 	if !strings.Contains(string(b), `"rank":1,"host":"b","step":5,"time":"2026-01-01T00:00:00Z","kind":"scalar","name":"loss","value":0.5`) ||
 		!strings.Contains(string(b), `"step":6,`) || !strings.Contains(string(b), `"kind":"stall","text":"engine: stalled tensors; missing: rank 0: [grad]"`) {
 		t.Errorf("metrics.jsonl:\n%s", b)
+	}
+}
+
+// TestEvaluatorMetricsEnv: with metrics kept (a Store), the
+// evaluator is told where to send its results (the rendezvous, under the
+// number after the last rank) and is a row "evaluator" of the Store;
+// without, it is told nothing.
+func TestEvaluatorMetricsEnv(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		f := newFakeSpawner(t)
+		var logs testutil.SyncBuffer
+		cfg := psConfig(t, f, &logs)
+		cfg.Evaluator = true
+		if keep {
+			st, err := NewMetricsStore(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			cfg.Metrics = st
+		}
+		errc := launchAsync(t.Context(), cfg)
+		f.waitSpawned(6)
+		if keep {
+			waitFor(t, "the evaluator's row", func() bool {
+				for _, ri := range cfg.Metrics.Snapshot().Ranks {
+					if ri.Rank == 5 && ri.State == "evaluator" {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		env := strings.Join(f.cmd(5).Env, "\n")
+		hasAddr := strings.Contains(env, "\n"+jobenv.EnvMetricsAddr+"=127.0.0.1:")
+		hasRank := strings.Contains(env, "\n"+jobenv.EnvMetricsRank+"=5\n") || strings.HasSuffix(env, "\n"+jobenv.EnvMetricsRank+"=5")
+		if hasAddr != keep || hasRank != keep {
+			t.Errorf("metrics kept %v: the evaluator's address %v, rank %v in\n%s", keep, hasAddr, hasRank, env)
+		}
+		for r := range 5 {
+			if strings.Contains(strings.Join(f.cmd(r).Env, "\n"), jobenv.EnvMetricsAddr) {
+				t.Errorf("rank %d is given %s", r, jobenv.EnvMetricsAddr)
+			}
+		}
+		for r := range 6 {
+			f.proc(r).exit(0)
+		}
+		if err := await(t, errc, 10*time.Second); err != nil {
+			t.Fatalf("Launch = %v\n%s", err, logs.String())
+		}
 	}
 }

@@ -1,0 +1,12 @@
+package jobenv
+
+// The variables by which gorun tells its sidecar evaluator (gorun
+// --evaluator) where to send its metrics (package evaluator): the
+// rendezvous address, which SidecarEnviron leaves out so that the
+// evaluator is no rank, and the rank number its points take in gorun's
+// metrics (the number after the last rank). Only gorun sets them, and
+// only while it keeps metrics (--metrics-dir or --dashboard).
+const (
+	EnvMetricsAddr = "GOROVOD_METRICS_ADDR"
+	EnvMetricsRank = "GOROVOD_METRICS_RANK"
+)
