@@ -52,10 +52,11 @@ func LogScalars(step int64, scalars map[string]float64) {
 //
 //	hvd/step                         the step of the latest LogScalars
 //	hvd/step_seconds                 wall time per step since the last send
-//	hvd/comm_share                   the share of that time the engine spent
-//	                                 running collectives and negotiating: an
-//	                                 upper bound on the time training waited
-//	                                 for them (overlapped time counts too)
+//	hvd/comm_share                   the share of the time since the last send
+//	                                 that the engine spent running collectives
+//	                                 and negotiating, in [0, 1]: an upper bound
+//	                                 on the time training waited for them
+//	                                 (overlapped time counts too)
 //	hvd/KIND_bytes, _tensors, _seconds  per kind of collective (allreduce,
 //	                                 allgather, broadcast, alltoall,
 //	                                 reducescatter), this rank's bytes
@@ -112,6 +113,7 @@ type sample struct {
 	at     time.Time // when the step was first logged
 	step   int64
 	engine engine.Stats
+	read   time.Time // when engine was read
 }
 
 // newPublisher makes r's publisher; it sends only where r has gorun's
@@ -212,7 +214,7 @@ func (p *publisher) flush() {
 	due := p.logged && (cur.step != p.sentFor || p.prev.at.IsZero())
 	p.mu.Unlock()
 	if due {
-		cur.engine = p.r.engine.Stats()
+		cur.engine, cur.read = p.r.engine.Stats(), time.Now()
 		batch = p.runtimeSeries(batch, cur)
 	}
 	if len(batch) > 0 {
@@ -247,6 +249,20 @@ func (p *publisher) send(batch []rendezvous.MetricPoint) {
 	}
 }
 
+// commShare is the share of span that the engine was busy: busy, the
+// growth of its busy time between two readings of its statistics, over
+// span, the time between those readings (not between the steps' first
+// LogScalars, which a busy engine can outlast). A batch is counted when
+// it ends, so one that began before the earlier reading counts whole in
+// this span; the share is therefore clamped to [0, 1]. ok is false when
+// span is not positive.
+func commShare(busy, span time.Duration) (share float64, ok bool) {
+	if span <= 0 {
+		return 0, false
+	}
+	return min(max(float64(busy)/float64(span), 0), 1), true
+}
+
 // kindNames are the kinds of collective with runtime series.
 var kindNames = []engine.Kind{engine.KindAllreduce, engine.KindAllgather, engine.KindBroadcast,
 	engine.KindAlltoall, engine.KindReducescatter}
@@ -271,8 +287,8 @@ func (p *publisher) runtimeSeries(out []rendezvous.MetricPoint, cur sample) []re
 	if !prev.at.IsZero() && cur.step > prev.step {
 		wall := cur.at.Sub(prev.at)
 		add("hvd/step_seconds", wall.Seconds()/float64(cur.step-prev.step))
-		if wall > 0 {
-			add("hvd/comm_share", float64(busy(st)-busy(prev.engine))/float64(wall))
+		if share, ok := commShare(busy(st)-busy(prev.engine), cur.read.Sub(prev.read)); ok {
+			add("hvd/comm_share", share)
 		}
 		ar, par := st.Kinds[engine.KindAllreduce], prev.engine.Kinds[engine.KindAllreduce]
 		if n := p.r.Size(); ar.Time > par.Time && n > 1 {
