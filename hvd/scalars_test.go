@@ -187,3 +187,42 @@ func TestLogScalarsConcurrent(t *testing.T) {
 		t.Errorf("received %d, dropped %d, want 2000 in all", total, rts[0].DroppedScalars())
 	}
 }
+
+// TestLogScalarsUnderAnotherLauncher: in a job that another launcher
+// started (torchrun-style variables here; srun and mpirun take the same
+// path: rank 0 serves the rendezvous only until the mesh forms and no
+// rank keeps a client), LogScalars drops every point and counts it, and
+// neither it nor Shutdown waits for a send.
+func TestLogScalarsUnderAnotherLauncher(t *testing.T) {
+	const n, calls = 2, 50_000
+	port := freePort(t)
+	envs := make([]func(string) string, n)
+	for r := range n {
+		envs[r] = torchrunEnv(r, n, port)
+	}
+	rts, errs := joinDetected(t, envs, 20*time.Second)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	m := map[string]float64{"loss": 1, "accuracy": 0.5}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		start := time.Now()
+		for i := range int64(calls) {
+			rt.LogScalars(i, m)
+		}
+		if err := rt.Shutdown(); err != nil {
+			return err
+		}
+		// A call or a Shutdown that waited for a send would take a send
+		// timeout (1 s) each; 10 s in all leaves room for a loaded machine.
+		if d := time.Since(start); d > 10*time.Second {
+			return fmt.Errorf("%d calls and Shutdown took %v", calls, d)
+		}
+		if d := rt.DroppedScalars(); d != calls*int64(len(m)) {
+			return fmt.Errorf("dropped %d, want %d", d, calls*len(m))
+		}
+		return nil
+	})
+}
