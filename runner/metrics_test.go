@@ -120,3 +120,34 @@ func TestEvaluatorMetricsEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticEventsInStore: in an elastic job of 3 whose rank 0 fails,
+// the Store records the failure and the re-formation of the 2 left.
+func TestElasticEventsInStore(t *testing.T) {
+	f := newFakeSpawner(t)
+	var out, log lockedBuffer
+	cfg := elasticConfig(t, f, "", 3, 2, &out, &log)
+	st, err := NewMetricsStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg.Metrics = st
+	errc := launchAsync(t.Context(), cfg)
+	f.waitSpawned(3)
+	f.proc(0).exit(1)
+	log.waitFor(t, "generation=2 size=2", 30*time.Second)
+	f.proc(1).exit(0)
+	f.proc(2).exit(0)
+	if err := await(t, errc, 30*time.Second); err != nil {
+		t.Fatalf("Launch: %v\n%s", err, log.String())
+	}
+	var failed, reformed bool
+	for _, e := range st.Snapshot().Events {
+		failed = failed || e.Kind == "failure" && e.Rank == 0
+		reformed = reformed || e.Kind == "reformed" && e.Rank == -1 && strings.HasPrefix(e.Text, "generation 2: 2 ranks")
+	}
+	if !failed || !reformed {
+		t.Errorf("events %+v: want rank 0's failure and the re-formation into generation 2", st.Snapshot().Events)
+	}
+}
