@@ -71,7 +71,8 @@ func LogScalars(step int64, scalars map[string]float64) {
 //	hvd/dropped_points               points this rank dropped
 //
 // Link bytes are counted only under gorun. Names of scalars should not
-// start with "hvd/".
+// start with "hvd/". The engine's stall warnings go the same way, as
+// events of kind StallEvent, whether or not LogScalars is called.
 func (r *Runtime) LogScalars(step int64, scalars map[string]float64) {
 	r.pub.log(step, scalars)
 }
