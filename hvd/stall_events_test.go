@@ -47,3 +47,44 @@ func TestStallWarningIsAnEvent(t *testing.T) {
 		t.Errorf("event %+v, want a stall naming the tensor \"late\"", got)
 	}
 }
+
+// TestStalledTensorsIsAnEvent: rank 0 submits "a" and rank 1 "b", both
+// negotiating; rank 0's stall inspector warns that each waits for the
+// other rank, and that warning reaches gorun as a stall event naming
+// the missing ranks; then each submits the other's and all complete.
+func TestStalledTensorsIsAnEvent(t *testing.T) {
+	events := make(chan rendezvous.MetricPoint, 64)
+	rts, _ := metricsJob(t, 2, func(_ int, points []rendezvous.MetricPoint) {
+		for _, p := range points {
+			if p.Text != "" && strings.Contains(p.Text, "stalled tensors") {
+				select {
+				case events <- p:
+				default:
+				}
+			}
+		}
+	}, func(cfg *hvd.Config) {
+		cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout = 100*time.Millisecond, 0, time.Minute
+	})
+	first := []string{"a", "b"}
+	handles := make([]*hvd.Handle, 2)
+	for r, rt := range rts {
+		handles[r] = rt.AllreduceAsync(hvd.NewTensor(first[r], []float32{1}), kernels.Sum, hvd.ReduceOptions{})
+	}
+	var got rendezvous.MetricPoint
+	select {
+	case got = <-events:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no stalled-tensors event within 30s")
+	}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		if err := rt.Allreduce(context.Background(), hvd.NewTensor(first[1-r], []float32{1}), kernels.Sum, hvd.ReduceOptions{}); err != nil {
+			return err
+		}
+		return handles[r].Wait(context.Background())
+	})
+	t.Logf("event: %s", got.Text)
+	if got.Name != hvd.StallEvent || !strings.Contains(got.Text, "missing: rank 0: [b]; rank 1: [a]") {
+		t.Errorf("event %+v, want a stall naming what each rank misses", got)
+	}
+}
