@@ -86,7 +86,7 @@ func TestCrowdDoesNotHoldTheStore(t *testing.T) {
 	st := metrics.NewStore(metrics.Config{Job: "crowd"})
 	defer st.Close()
 	s := serve(t, Config{Source: st, MaxConns: 2048, MaxStreams: 2048})
-	const batches = 2000
+	const batches = 1000
 	addAll := func(from int) time.Duration {
 		var slowest time.Duration
 		for i := range batches {
