@@ -129,6 +129,23 @@ func newPublisher(r *Runtime) *publisher {
 	return p
 }
 
+// attach makes a publisher without a client (a runtime of an elastic
+// generation, whose transport RunElastic built) send through c, the
+// worker's rendezvous client, under rank, and starts it. It does nothing
+// to a publisher that sends already. c stays its owner's: close does not
+// close it.
+func (p *publisher) attach(c *rendezvous.Client, rank int) {
+	if p == nil || c == nil || p.rdv != nil || p.stop != nil {
+		return
+	}
+	p.rdv, p.rank = c, rank
+	p.mu.Lock()
+	p.buf, p.kick = make([]rendezvous.MetricPoint, 0, 256), make(chan struct{}, 1)
+	p.mu.Unlock()
+	p.deaf.Store(false)
+	p.start()
+}
+
 // start runs the sending goroutine ("hvd-scalars").
 func (p *publisher) start() {
 	if p.deaf.Load() {

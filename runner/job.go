@@ -99,7 +99,7 @@ func (j *job) spawnAll(ctx context.Context, env jobenv.Env, spawnerFor func(stri
 			CPUs: CPUShare{Index: s.LocalRank, Of: s.LocalSize, Bind: j.cfg.BindTo == BindCore},
 		}
 		if j.cfg.MinNP > 0 {
-			c.Env = append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank))
+			c.Env = append(append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank)), j.metricsRankEnv(s.Rank)...)
 		}
 		c.Env = append(c.Env, roleEnv(j.cfg)...)
 		if err := j.spawn(ctx, s, c, len(j.forward), spawnerFor(s.Host)); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/metrics"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/rendezvous"
 )
 
@@ -112,6 +113,16 @@ func (j *job) rankEnded(rank int, err error) {
 	}
 	j.metrics.SetRank(rank, "", state)
 	j.metrics.AddEvent(metrics.Event{Rank: rank, Kind: kind, Text: text})
+}
+
+// metricsRankEnv tells an elastic worker, while the job keeps metrics,
+// the number its points take (jobenv.EnvMetricsRank): its launch index,
+// which its row in the Store has in every generation (its rank changes).
+func (j *job) metricsRankEnv(launchIndex int) []string {
+	if j.metrics == nil {
+		return nil
+	}
+	return []string{jobenv.EnvMetricsRank + "=" + strconv.Itoa(launchIndex)}
 }
 
 // jobEvent records an event of the whole job (rank -1) in its Store.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +124,8 @@ func TestEvaluatorMetricsEnv(t *testing.T) {
 }
 
 // TestElasticEventsInStore: in an elastic job of 3 whose rank 0 fails,
-// the Store records the failure and the re-formation of the 2 left.
+// the Store records the failure and the re-formation of the 2 left; each
+// worker is told its launch index as the number of its metrics.
 func TestElasticEventsInStore(t *testing.T) {
 	f := newFakeSpawner(t)
 	var out, log lockedBuffer
@@ -135,6 +138,11 @@ func TestElasticEventsInStore(t *testing.T) {
 	cfg.Metrics = st
 	errc := launchAsync(t.Context(), cfg)
 	f.waitSpawned(3)
+	for r := range 3 { // the number its metrics take: its launch index
+		if env := f.cmd(r).Env; !slices.Contains(env, jobenv.EnvMetricsRank+"="+strconv.Itoa(r)) {
+			t.Errorf("worker %d is not given %s=%d", r, jobenv.EnvMetricsRank, r)
+		}
+	}
 	f.proc(0).exit(1)
 	log.waitFor(t, "generation=2 size=2", 30*time.Second)
 	f.proc(1).exit(0)
