@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/internal/metricpush"
 )
 
 // DefaultPoll is how often Run looks at the directory when Options.Poll is
@@ -97,6 +98,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	var closeMetrics func()
+	r.pub, closeMetrics = gorunMetrics(ctx, r.log) // under gorun --evaluator with metrics (metrics.go)
+	defer closeMetrics()
 	return r.loop(ctx)
 }
 
@@ -107,6 +111,7 @@ type run struct {
 	done map[int64]bool     // the steps evaluated
 	bad  map[string]badFile // files by name that failed to read, while listed
 	sum  Summary
+	pub  *metricpush.Pusher // gorun's metrics; nil without
 
 	missing bool   // Dir did not exist at the last listing (logged once)
 	listErr string // the last error listing Dir (logged once)
@@ -306,6 +311,7 @@ func (r *run) evaluate(ctx context.Context, c candidate, ck *hvd.Checkpoint) (bo
 	r.sum.Evaluations++
 	r.sum.Last = res
 	r.log.Info("evaluator: evaluated a checkpoint", "step", c.step, "epoch", ck.Epoch, "metrics", m, "seconds", res.Seconds)
+	publish(r.pub, res)
 	if r.o.Out != nil {
 		line, err := json.Marshal(res)
 		if err != nil {

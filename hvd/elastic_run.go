@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
@@ -39,6 +40,11 @@ type ElasticConfig struct {
 	Config
 	// ID names this worker in the generations (GOROVOD_ELASTIC_ID).
 	ID string
+	// metricsRank, when positive, is 1 + the number under which this
+	// worker's metrics (LogScalars, the runtime's series) go to gorun
+	// (GOROVOD_METRICS_RANK: its launch index, the same in every
+	// generation); 0: they are dropped and counted.
+	metricsRank int
 	// OnReset, if set, runs on a worker after each formation but its
 	// first (so not on workers that join there), after the state is synced
 	// and before training goes on: the place to rescale a learning rate to
@@ -59,7 +65,11 @@ func ElasticConfigFromEnv(getenv func(string) string) (ElasticConfig, error) {
 	if id == "" {
 		return ElasticConfig{}, fmt.Errorf("%w: %s is not set: start the program with gorun --min-np N", ErrElasticState, jobenv.EnvElasticID)
 	}
-	return ElasticConfig{Config: cfg, ID: id}, nil
+	ec := ElasticConfig{Config: cfg, ID: id}
+	if n, err := strconv.Atoi(getenv(jobenv.EnvMetricsRank)); err == nil && n >= 0 {
+		ec.metricsRank = n + 1
+	}
+	return ec, nil
 }
 
 // RunElastic runs train on this worker as a member of an elastic job,
@@ -263,6 +273,9 @@ func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clie
 	rt, err := NewRuntime(ctx, c)
 	if err != nil && c.Transport != nil {
 		c.Transport.Close()
+	}
+	if err == nil && cfg.metricsRank > 0 {
+		rt.pub.attach(rdv, cfg.metricsRank-1) // the worker's client, which outlives the generation (scalars.go)
 	}
 	return rt, err
 }

@@ -79,6 +79,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.log.Debug("hvd: host layout", "hosts", len(slices.Compact(slices.Sorted(slices.Values(copts.Hosts)))), "ranks", env.Size,
 			"two_level", r.comm.HierarchicalLayout(), "hierarchical", r.env.Hierarchical.String())
 	}
+	r.pub = newPublisher(r)
 	ecfg, err := r.engineConfig()
 	if err != nil {
 		r.comm.Close()
@@ -89,7 +90,6 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	r.engine = engine.New(r.comm, ecfg)
-	r.pub = newPublisher(r)
 	r.pub.start()
 	r.watchLauncher()
 	r.logJoin(cfg.Plan)
@@ -158,7 +158,7 @@ func (r *Runtime) join(ctx context.Context, plan jobenv.JoinPlan) (collective.Tr
 // several ranks, its autotuning log.
 func (r *Runtime) engineConfig() (engine.Config, error) {
 	env := r.env
-	cfg := engine.Config{Engine: env.Engine, Logger: r.log}
+	cfg := engine.Config{Engine: env.Engine, Logger: stallLogger(r.log, r.pub)} // stall warnings are events too
 	if env.Rank != 0 {
 		return cfg, nil
 	}

@@ -17,7 +17,8 @@ const (
 	// ScalarBuffer is how many points wait for the next send at most;
 	// more are dropped and counted.
 	ScalarBuffer = 8192
-	// ScalarInterval is how often the buffered points go to gorun.
+	// ScalarInterval is how often the buffered points go to gorun (sooner
+	// when the buffer is half full).
 	ScalarInterval = 250 * time.Millisecond
 	// scalarSendTimeout bounds one send, and so what Shutdown adds for
 	// the last one.
@@ -36,9 +37,10 @@ func LogScalars(step int64, scalars map[string]float64) {
 // LogScalars publishes scalars of training step step to gorun, which
 // keeps them, with this rank's runtime series, for --metrics-dir (and its
 // dashboard). It never blocks and is cheap enough for every step (see
-// BenchmarkLogScalars): the values are copied into a buffer of
-// ScalarBuffer points that a goroutine sends every ScalarInterval, and
-// once more in Shutdown (which then waits at most about a second). Points
+// BenchmarkLogScalars and BenchmarkLogScalarsInSteps): the values are
+// copied into a buffer of ScalarBuffer points that a goroutine sends
+// every ScalarInterval, or as soon as the buffer is half full, and once
+// more in Shutdown (which then waits at most about a second). Points
 // that find the buffer full, whose send fails, or that nobody takes
 // (gorun without --metrics-dir; a job that gorun did not start, whose
 // rank 0 serves the rendezvous) are dropped and counted (DroppedScalars,
@@ -50,10 +52,11 @@ func LogScalars(step int64, scalars map[string]float64) {
 //
 //	hvd/step                         the step of the latest LogScalars
 //	hvd/step_seconds                 wall time per step since the last send
-//	hvd/comm_share                   the share of that time the engine spent
-//	                                 running collectives and negotiating: an
-//	                                 upper bound on the time training waited
-//	                                 for them (overlapped time counts too)
+//	hvd/comm_share                   the share of the time since the last send
+//	                                 that the engine spent running collectives
+//	                                 and negotiating, in [0, 1]: an upper bound
+//	                                 on the time training waited for them
+//	                                 (overlapped time counts too)
 //	hvd/KIND_bytes, _tensors, _seconds  per kind of collective (allreduce,
 //	                                 allgather, broadcast, alltoall,
 //	                                 reducescatter), this rank's bytes
@@ -68,7 +71,8 @@ func LogScalars(step int64, scalars map[string]float64) {
 //	hvd/dropped_points               points this rank dropped
 //
 // Link bytes are counted only under gorun. Names of scalars should not
-// start with "hvd/".
+// start with "hvd/". The engine's stall warnings go the same way, as
+// events of kind StallEvent, whether or not LogScalars is called.
 func (r *Runtime) LogScalars(step int64, scalars map[string]float64) {
 	r.pub.log(step, scalars)
 }
@@ -99,6 +103,7 @@ type publisher struct {
 	sentFor int64     // the step of the last runtime series sent
 	prev    sample    // the counters at the last runtime series sent
 
+	kick    chan struct{} // a send is due early: the buffer is half full
 	stop    chan struct{}
 	done    chan struct{}
 	stopped sync.Once
@@ -109,6 +114,7 @@ type sample struct {
 	at     time.Time // when the step was first logged
 	step   int64
 	engine engine.Stats
+	read   time.Time // when engine was read
 }
 
 // newPublisher makes r's publisher; it sends only where r has gorun's
@@ -117,8 +123,27 @@ func newPublisher(r *Runtime) *publisher {
 	p := &publisher{r: r, rdv: r.rdv, rank: r.env.Rank}
 	if p.rdv == nil {
 		p.deaf.Store(true)
+		return p
 	}
+	p.buf, p.kick = make([]rendezvous.MetricPoint, 0, 256), make(chan struct{}, 1)
 	return p
+}
+
+// attach makes a publisher without a client (a runtime of an elastic
+// generation, whose transport RunElastic built) send through c, the
+// worker's rendezvous client, under rank, and starts it. It does nothing
+// to a publisher that sends already. c stays its owner's: close does not
+// close it.
+func (p *publisher) attach(c *rendezvous.Client, rank int) {
+	if p == nil || c == nil || p.rdv != nil || p.stop != nil {
+		return
+	}
+	p.rdv, p.rank = c, rank
+	p.mu.Lock()
+	p.buf, p.kick = make([]rendezvous.MetricPoint, 0, 256), make(chan struct{}, 1)
+	p.mu.Unlock()
+	p.deaf.Store(false)
+	p.start()
 }
 
 // start runs the sending goroutine ("hvd-scalars").
@@ -126,7 +151,6 @@ func (p *publisher) start() {
 	if p.deaf.Load() {
 		return
 	}
-	p.buf = make([]rendezvous.MetricPoint, 0, 256)
 	p.stop, p.done = make(chan struct{}), make(chan struct{})
 	go p.run()
 }
@@ -154,9 +178,16 @@ func (p *publisher) log(step int64, scalars map[string]float64) {
 		p.buf = append(p.buf, rendezvous.MetricPoint{Step: step, Time: t, Name: name, Value: v})
 		n++
 	}
+	early := len(p.buf) >= ScalarBuffer/2
 	p.mu.Unlock()
 	if n < len(scalars) {
 		p.dropped.Add(int64(len(scalars) - n))
+	}
+	if early && p.kick != nil {
+		select { // the sender sends now rather than at its next tick
+		case p.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -168,6 +199,8 @@ func (p *publisher) run() {
 	for {
 		select {
 		case <-t.C:
+			p.flush()
+		case <-p.kick:
 			p.flush()
 		case <-p.stop:
 			p.flush()
@@ -199,7 +232,7 @@ func (p *publisher) flush() {
 	due := p.logged && (cur.step != p.sentFor || p.prev.at.IsZero())
 	p.mu.Unlock()
 	if due {
-		cur.engine = p.r.engine.Stats()
+		cur.engine, cur.read = p.r.engine.Stats(), time.Now()
 		batch = p.runtimeSeries(batch, cur)
 	}
 	if len(batch) > 0 {
@@ -234,6 +267,20 @@ func (p *publisher) send(batch []rendezvous.MetricPoint) {
 	}
 }
 
+// commShare is the share of span that the engine was busy: busy, the
+// growth of its busy time between two readings of its statistics, over
+// span, the time between those readings (not between the steps' first
+// LogScalars, which a busy engine can outlast). A batch is counted when
+// it ends, so one that began before the earlier reading counts whole in
+// this span; the share is therefore clamped to [0, 1]. ok is false when
+// span is not positive.
+func commShare(busy, span time.Duration) (share float64, ok bool) {
+	if span <= 0 {
+		return 0, false
+	}
+	return min(max(float64(busy)/float64(span), 0), 1), true
+}
+
 // kindNames are the kinds of collective with runtime series.
 var kindNames = []engine.Kind{engine.KindAllreduce, engine.KindAllgather, engine.KindBroadcast,
 	engine.KindAlltoall, engine.KindReducescatter}
@@ -258,8 +305,8 @@ func (p *publisher) runtimeSeries(out []rendezvous.MetricPoint, cur sample) []re
 	if !prev.at.IsZero() && cur.step > prev.step {
 		wall := cur.at.Sub(prev.at)
 		add("hvd/step_seconds", wall.Seconds()/float64(cur.step-prev.step))
-		if wall > 0 {
-			add("hvd/comm_share", float64(busy(st)-busy(prev.engine))/float64(wall))
+		if share, ok := commShare(busy(st)-busy(prev.engine), cur.read.Sub(prev.read)); ok {
+			add("hvd/comm_share", share)
 		}
 		ar, par := st.Kinds[engine.KindAllreduce], prev.engine.Kinds[engine.KindAllreduce]
 		if n := p.r.Size(); ar.Time > par.Time && n > 1 {

@@ -16,8 +16,8 @@ import (
 
 // metricsJob joins n runtimes through a rendezvous server whose OnMetrics
 // is onMetrics (nil: a server that takes no metrics), and returns them
-// with the server.
-func metricsJob(t *testing.T, n int, onMetrics func(int, []rendezvous.MetricPoint)) ([]*hvd.Runtime, *rendezvous.Server) {
+// with the server; configure, if any, changes the runtimes' Config.
+func metricsJob(t testing.TB, n int, onMetrics func(int, []rendezvous.MetricPoint), configure ...func(*hvd.Config)) ([]*hvd.Runtime, *rendezvous.Server) {
 	t.Helper()
 	secret := make([]byte, 32)
 	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: n,
@@ -31,6 +31,9 @@ func metricsJob(t *testing.T, n int, onMetrics func(int, []rendezvous.MetricPoin
 	t.Cleanup(srv.Stop)
 	rts := hvdtest.Start(t, n, hvdtest.WithConfig(func(cfg *hvd.Config) {
 		cfg.Transport, cfg.RendezvousAddr, cfg.Secret, cfg.StartTimeout = nil, srv.Addr(), secret, 10*time.Second
+		for _, f := range configure {
+			f(cfg)
+		}
 	}))
 	return rts, srv
 }
@@ -183,4 +186,43 @@ func TestLogScalarsConcurrent(t *testing.T) {
 	if total+int(rts[0].DroppedScalars()) != 2000 || total == 0 {
 		t.Errorf("received %d, dropped %d, want 2000 in all", total, rts[0].DroppedScalars())
 	}
+}
+
+// TestLogScalarsUnderAnotherLauncher: in a job that another launcher
+// started (torchrun-style variables here; srun and mpirun take the same
+// path: rank 0 serves the rendezvous only until the mesh forms and no
+// rank keeps a client), LogScalars drops every point and counts it, and
+// neither it nor Shutdown waits for a send.
+func TestLogScalarsUnderAnotherLauncher(t *testing.T) {
+	const n, calls = 2, 50_000
+	port := freePort(t)
+	envs := make([]func(string) string, n)
+	for r := range n {
+		envs[r] = torchrunEnv(r, n, port)
+	}
+	rts, errs := joinDetected(t, envs, 20*time.Second)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	m := map[string]float64{"loss": 1, "accuracy": 0.5}
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		start := time.Now()
+		for i := range int64(calls) {
+			rt.LogScalars(i, m)
+		}
+		if err := rt.Shutdown(); err != nil {
+			return err
+		}
+		// A call or a Shutdown that waited for a send would take a send
+		// timeout (1 s) each; 10 s in all leaves room for a loaded machine.
+		if d := time.Since(start); d > 10*time.Second {
+			return fmt.Errorf("%d calls and Shutdown took %v", calls, d)
+		}
+		if d := rt.DroppedScalars(); d != calls*int64(len(m)) {
+			return fmt.Errorf("dropped %d, want %d", d, calls*len(m))
+		}
+		return nil
+	})
 }

@@ -89,6 +89,8 @@ type Client struct {
 
 	mu     sync.Mutex
 	layout *clientLayout // after Create or Attach
+
+	counts clientCounts // for the task's metrics (metrics.go)
 }
 
 // clientLayout is the layout a client learned, indexed for Pull and Push.
@@ -614,7 +616,9 @@ func (c *Client) Pull(ctx context.Context, dst map[string][]float64) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	return slices.Min(steps), nil
+	global := slices.Min(steps)
+	c.counts.pulled(global)
+	return global, nil
 }
 
 // Push sends one gradient per variable (grads[name], of the variable's
@@ -631,7 +635,7 @@ func (c *Client) Push(ctx context.Context, grads map[string][]float64) error {
 	if err != nil {
 		return err
 	}
-	return c.each(ctx, func(ctx context.Context, sc *srvConn) error {
+	err = c.each(ctx, func(ctx context.Context, sc *srvConn) error {
 		if err := c.dataPush(ctx, sc, l, in); !errors.Is(err, errNoLink) {
 			return err
 		}
@@ -648,6 +652,10 @@ func (c *Client) Push(ctx context.Context, grads map[string][]float64) error {
 		}
 		return err
 	})
+	if err == nil {
+		c.counts.pushes.Add(1)
+	}
+	return err
 }
 
 // Load overwrites every variable's values and the servers' step (chief,

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/metricpush"
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/rendezvous"
 )
@@ -40,6 +41,7 @@ type Job struct {
 
 	rdv *rendezvous.Client // the job's rendezvous, kept under gorun; nil otherwise
 	srv *rendezvous.Server // the rendezvous the chief serves (Slurm, mpirun, ...); nil otherwise
+	pub *metricpush.Pusher // this task's metrics to gorun (metrics.go); nil before Join returns
 }
 
 // noAddrPort is the port of the address a worker registers with the
@@ -97,6 +99,7 @@ func Join(ctx context.Context, getenv func(string) string) (*Job, error) {
 		j.Close()
 		return nil, err
 	}
+	j.pub = metricpush.New(j.rdv, j.Rank, j.Logger) // without gorun's rendezvous, it drops and counts
 	j.Logger.Debug("ps: joined the job", "launcher", task.Plan.Launcher, "chief", j.ChiefAddr, "servers", j.ServerAddrs)
 	for _, note := range task.Plan.Notes {
 		if j.Role == jobenv.RoleChief {
@@ -297,6 +300,7 @@ func (j *Job) register(ctx context.Context, addr string) ([]rendezvous.Peer, err
 // It is idempotent.
 func (j *Job) Close() error {
 	var errs []error
+	j.pub.Close() // the last points, before the rendezvous client goes
 	if j.rdv != nil {
 		errs = append(errs, j.rdv.Close())
 		j.rdv = nil

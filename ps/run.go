@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorovod/gorovod/jobenv"
@@ -99,6 +100,7 @@ func runWorker(ctx context.Context, job *Job, p Program) error {
 	defer closeClient(client, job)
 	var attach sync.Once
 	var attachErr error
+	var ran atomic.Int64
 	steps := make(map[string]StepFunc, len(p.Steps))
 	for name, f := range p.Steps {
 		steps[name] = func(ctx context.Context, w *WorkerContext, args []byte) ([]byte, error) {
@@ -106,7 +108,12 @@ func runWorker(ctx context.Context, job *Job, p Program) error {
 			if attachErr != nil {
 				return nil, attachErr
 			}
-			return f(ctx, w, args)
+			start := time.Now()
+			res, err := f(ctx, w, args)
+			if err == nil {
+				job.workerSeries(client, ran.Add(1), time.Since(start)) // to gorun's metrics (metrics.go)
+			}
+			return res, err
 		}
 	}
 	err = RunWorker(ctx, WorkerConfig{ChiefAddr: job.ChiefAddr, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,

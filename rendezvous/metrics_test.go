@@ -1,9 +1,11 @@
 package rendezvous
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -48,4 +50,89 @@ func TestPushMetricsWithoutReceiver(t *testing.T) {
 	if !errors.Is(err, ErrNoMetrics) {
 		t.Errorf("got %v, want ErrNoMetrics", err)
 	}
+}
+
+// TestPackPoints: points come back as they were packed (names repeated
+// and new, steps and times going back and forth, runtime marks, event
+// texts), and a cut or altered packing is an error, never a panic.
+func TestPackPoints(t *testing.T) {
+	pts := []MetricPoint{
+		{Step: 7, Time: 1_700_000_000_000_000_000, Name: "loss", Value: 0.25},
+		{Step: 7, Time: 1_700_000_000_000_000_010, Name: "hvd/step", Value: 7, Runtime: true},
+		{Step: 3, Time: 1_600_000_000_000_000_000, Name: "loss", Value: -1e300},
+		{Step: -2, Time: 0, Name: "stall", Text: "rank 1: [grad]"},
+		{Step: 1 << 62, Time: -5, Name: "hvd/step", Value: 0, Runtime: true},
+	}
+	b := packPoints(pts)
+	got, err := unpackPoints(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(pts) {
+		t.Fatalf("got %d points, want %d", len(got), len(pts))
+	}
+	for i := range pts {
+		if got[i] != pts[i] {
+			t.Errorf("point %d: got %+v, want %+v", i, got[i], pts[i])
+		}
+	}
+	if got, err := unpackPoints(packPoints(nil)); err != nil || len(got) != 0 {
+		t.Errorf("no points: %v, %v", got, err)
+	}
+	for n := range len(b) {
+		if _, err := unpackPoints(b[:n]); err == nil {
+			t.Errorf("the first %d of %d bytes decoded", n, len(b))
+		}
+	}
+	if _, err := unpackPoints(append(b[:len(b):len(b)], 0)); err == nil {
+		t.Error("a trailing byte decoded")
+	}
+	bad := map[string][]byte{
+		"too many points": binary.AppendUvarint(nil, MaxMetricPoints+1),
+		"unknown name":    {1, 0, 3},
+		"empty name":      {1, packNewName, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"long name":       binary.AppendUvarint([]byte{1, packNewName}, MaxKeyLen+1),
+		"long text":       binary.AppendUvarint([]byte{1, packNewName | packText, 1, 'x', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, MaxEventText+1),
+	}
+	for what, b := range bad {
+		if _, err := unpackPoints(b); err == nil {
+			t.Errorf("%s: decoded", what)
+		}
+	}
+}
+
+// TestPushMetricsBadPacking: a packing the server cannot read is
+// ErrBadRequest, and OnMetrics sees nothing of it.
+func TestPushMetricsBadPacking(t *testing.T) {
+	secret := newSecret(t)
+	var calls atomic.Int32
+	srv := startServer(t, ServerConfig{Secret: secret, Size: 1, OnMetrics: func(int, []MetricPoint) { calls.Add(1) }})
+	c := dial(t, srv.Addr(), secret)
+	_, err := c.call(ctxFor(t, 10*time.Second), "PushMetrics", &metricsReq{Rank: 0, Packed: []byte{2, packNewName, 1, 'x'}}, 10*time.Second)
+	if !errors.Is(err, ErrBadRequest) {
+		t.Errorf("got %v, want ErrBadRequest", err)
+	}
+	long := []MetricPoint{{Name: "stall", Text: strings.Repeat("x", MaxEventText+1)}}
+	if err := c.PushMetrics(ctxFor(t, 10*time.Second), 0, long); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("a long text: %v, want ErrBadRequest", err)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("OnMetrics called %d times", calls.Load())
+	}
+}
+
+// BenchmarkPackPoints is the cost per point of packing and unpacking a
+// batch like those of hvd.LogScalars (4 names, one step per 4 points).
+func BenchmarkPackPoints(b *testing.B) {
+	pts := make([]MetricPoint, 4096)
+	names := []string{"loss", "accuracy", "lr", "samples_per_second"}
+	for i := range pts {
+		pts[i] = MetricPoint{Step: int64(i / 4), Time: int64(1_700_000_000_000_000_000 + i*25_000), Name: names[i%4], Value: float64(i)}
+	}
+	for b.Loop() {
+		if _, err := unpackPoints(packPoints(pts)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(pts)), "ns/point")
 }

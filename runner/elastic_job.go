@@ -368,7 +368,8 @@ func (e *elasticJob) spawnElastic(host string) error {
 	s := Slot{Host: host, Rank: rank, Size: rank + 1, LocalSize: 1, CrossSize: 1}
 	c := Command{
 		Argv: e.cfg.Command,
-		Env:  append(append(append(slices.Clone(e.forward), e.env.ForSlot(jobenv.Slot(s)).Environ()...), roleEnv(e.cfg)...), jobenv.EnvElasticID+"="+elasticID(host, rank)),
+		Env: append(append(append(append(slices.Clone(e.forward), e.env.ForSlot(jobenv.Slot(s)).Environ()...), roleEnv(e.cfg)...),
+			jobenv.EnvElasticID+"="+elasticID(host, rank)), e.metricsRankEnv(rank)...),
 		Dir:  e.cfg.Dir,
 		CPUs: e.shareOn(host),
 	}

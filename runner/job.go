@@ -99,7 +99,7 @@ func (j *job) spawnAll(ctx context.Context, env jobenv.Env, spawnerFor func(stri
 			CPUs: CPUShare{Index: s.LocalRank, Of: s.LocalSize, Bind: j.cfg.BindTo == BindCore},
 		}
 		if j.cfg.MinNP > 0 {
-			c.Env = append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank))
+			c.Env = append(append(c.Env, jobenv.EnvElasticID+"="+elasticID(s.Host, s.Rank)), j.metricsRankEnv(s.Rank)...)
 		}
 		c.Env = append(c.Env, roleEnv(j.cfg)...)
 		if err := j.spawn(ctx, s, c, len(j.forward), spawnerFor(s.Host)); err != nil {
@@ -130,6 +130,9 @@ func (j *job) spawnEvaluator(ctx context.Context, env jobenv.Env, spawnerFor fun
 		Env:  append(append(slices.Clone(j.forward), e.SidecarEnviron()...), jobenv.EnvPSServers+"=", jobenv.EnvRole+"="+jobenv.RoleEvaluator),
 		Dir:  j.cfg.Dir,
 		CPUs: CPUShare{Index: 0, Of: 1},
+	}
+	if j.metrics != nil { // where its results go besides its output (package evaluator)
+		c.Env = append(c.Env, jobenv.EnvMetricsAddr+"="+env.RendezvousAddr, jobenv.EnvMetricsRank+"="+strconv.Itoa(s.Rank))
 	}
 	return j.spawn(ctx, s, c, len(j.forward), spawnerFor(host))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/metrics"
+	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/rendezvous"
 )
 
@@ -53,31 +54,43 @@ func openMetrics(c Config) (*metrics.Store, func()) {
 }
 
 // metricsReceiver is the rendezvous server's OnMetrics for st: the ranks'
-// points go into it. Nil without a Store, so that the ranks learn that
+// points go into it, and their events (points with a Text: the engine's
+// stall warnings) into its event log. Nil without a Store, so that the ranks learn that
 // nobody takes their points and stop sending them.
 func metricsReceiver(st *metrics.Store) func(int, []rendezvous.MetricPoint) {
 	if st == nil {
 		return nil
 	}
 	return func(rank int, pts []rendezvous.MetricPoint) {
-		out := make([]metrics.Point, len(pts))
-		for i, p := range pts {
+		out := make([]metrics.Point, 0, len(pts))
+		for _, p := range pts {
+			if p.Text != "" { // an event of the rank (a stall warning)
+				st.Add(out)
+				out = out[:0]
+				st.AddEvent(metrics.Event{Time: time.Unix(0, p.Time), Rank: rank, Kind: p.Name, Text: p.Text})
+				continue
+			}
 			kind := metrics.Scalar
 			if p.Runtime {
 				kind = metrics.Runtime
 			}
-			out[i] = metrics.Point{Rank: rank, Step: p.Step, Time: time.Unix(0, p.Time), Kind: kind, Name: p.Name, Value: p.Value}
+			out = append(out, metrics.Point{Rank: rank, Step: p.Step, Time: time.Unix(0, p.Time), Kind: kind, Name: p.Name, Value: p.Value})
 		}
 		st.Add(out)
 	}
 }
 
-// rankStarted tells the job's Store that rank started on host.
+// rankStarted tells the job's Store that rank started on host; the
+// evaluator, whose results arrive under its number, is a row in state
+// "evaluator".
 func (j *job) rankStarted(rank int, host string) {
-	if j.metrics == nil || rank == j.evaluatorIndex() {
-		return
+	switch {
+	case j.metrics == nil:
+	case rank == j.evaluatorIndex():
+		j.metrics.SetRank(rank, host, "evaluator")
+	default:
+		j.metrics.SetRank(rank, host, "running")
 	}
-	j.metrics.SetRank(rank, host, "running")
 }
 
 // rankEnded tells the job's Store how rank ended: "exited" (status 0),
@@ -100,6 +113,16 @@ func (j *job) rankEnded(rank int, err error) {
 	}
 	j.metrics.SetRank(rank, "", state)
 	j.metrics.AddEvent(metrics.Event{Rank: rank, Kind: kind, Text: text})
+}
+
+// metricsRankEnv tells an elastic worker, while the job keeps metrics,
+// the number its points take (jobenv.EnvMetricsRank): its launch index,
+// which its row in the Store has in every generation (its rank changes).
+func (j *job) metricsRankEnv(launchIndex int) []string {
+	if j.metrics == nil {
+		return nil
+	}
+	return []string{jobenv.EnvMetricsRank + "=" + strconv.Itoa(launchIndex)}
 }
 
 // jobEvent records an event of the whole job (rank -1) in its Store.

@@ -104,6 +104,7 @@ func (t *trainer) elasticEpochs(ctx context.Context, s *hvd.ElasticSampler, stat
 			prog.Step++
 			prog.LossSum, prog.LossN = prog.LossSum+loss, prog.LossN+1
 			prog.Samples += len(batch) * size
+			t.rt.LogScalars(prog.Step, map[string]float64{"loss": loss, "lr": t.opt.LR(), "ranks": float64(size)}) // gorun --metrics-dir, --dashboard
 			if prog.Step%int64(max(t.cfg.CommitEvery, 1)) == 0 {
 				prog.Seconds += since(start)
 				start = time.Now()
@@ -151,6 +152,7 @@ func (t *trainer) elasticEndEpoch(ctx context.Context, s *hvd.ElasticSampler, pr
 	}
 	t.printf("epoch %d: loss %.4f  test accuracy %.2f%%  %.0f samples/s (%.1f s)\n", s.Epoch+1, loss, 100*acc,
 		float64(prog.Samples)/max(prog.Seconds, 1e-9), prog.Seconds)
+	t.rt.LogScalars(prog.Step, map[string]float64{"epoch_loss": loss, "test_accuracy": acc})
 	if s.Epoch+1 == t.cfg.Epochs {
 		t.printf("final test accuracy %.2f%% after %d epochs on %d rank(s)\n", 100*acc, t.cfg.Epochs, t.rt.Size())
 	}

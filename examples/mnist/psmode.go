@@ -336,6 +336,7 @@ func (ch *chief) epoch(ctx context.Context, epoch int) (bool, float64, error) {
 				return false, 0, fmt.Errorf("step %d of epoch %d: %w", s+i, epoch+1, err)
 			}
 			lossSum += r.Loss
+			ch.c.LogScalars(ch.step+int64(i+1), map[string]float64{"loss": r.Loss}) // to gorun's --metrics-dir and dashboard
 			ch.rtts = append(ch.rtts, r.RoundTrip)
 			ch.done++
 			lossN++
@@ -357,6 +358,8 @@ func (ch *chief) epoch(ctx context.Context, epoch int) (bool, float64, error) {
 	}
 	_, acc := testScore(ch.m, ch.test)
 	ch.printf("epoch %d: loss %.4f  test accuracy %.2f%%  %.0f samples/s (%.1f s)\n", epoch+1, lossSum/float64(max(lossN, 1)), 100*acc, float64(samples)/secs, secs)
+	ch.c.LogScalars(ch.step, map[string]float64{"epoch_loss": lossSum / float64(max(lossN, 1)), "test_accuracy": acc,
+		"samples_per_second": float64(samples) / secs})
 	return true, acc, nil
 }
 

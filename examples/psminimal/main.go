@@ -69,10 +69,12 @@ func main() {
 				loss += math.Float64frombits(binary.LittleEndian.Uint64(b)) / float64(len(steps))
 			}
 			v := map[string][]float64{}
-			if _, err := c.Client.Pull(ctx, v); err != nil {
+			step, err := c.Client.Pull(ctx, v)
+			if err != nil {
 				return err
 			}
 			fmt.Printf("epoch %d: loss %.4f, w = %.3f, b = %.3f (%d workers)\n", epoch+1, loss, v["w"][0], v["b"][0], c.Workers())
+			c.LogScalars(step, map[string]float64{"loss": loss, "w": v["w"][0], "b": v["b"][0]}) // for gorun --dashboard
 		}
 		return nil
 	}

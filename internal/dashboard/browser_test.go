@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ type pageState struct {
 	Points  map[string]int `json:"points"`
 	Cells   int            `json:"cells"`
 	Events  int            `json:"events"`
+	Stall   string         `json:"stall"` // the text of the first stall event listed
 	Updates int            `json:"updates"`
 	Status  string         `json:"status"`
 	Text    string         `json:"text"`
@@ -32,6 +34,7 @@ const readPage = `(() => {
     points: points,
     cells: document.querySelectorAll('#heatmap .cell[data-from][data-to]').length,
     events: document.querySelectorAll('#events li').length,
+    stall: (document.querySelector('#events li.ev-stall') || {}).textContent || '',
     updates: +(document.body.dataset.updates || 0),
     status: st.dataset.state,
     text: st.textContent,
@@ -100,6 +103,21 @@ func TestBrowser(t *testing.T) {
 		return p.Points["loss"] > first.Points["loss"] && p.Updates > first.Updates
 	})
 
+	// A stall warning (its text shown as text, never as markup) and the
+	// evaluator's row, which has no place in the heat map.
+	f.Add(metrics.Update{Ranks: []metrics.RankInfo{{Rank: ranks, Host: "node0", State: "evaluator"}},
+		Events: []metrics.Event{{Time: time.Now(), Rank: 1, Kind: "stall", Text: "engine: stalled tensors <b>grad</b>"}}})
+	waitFor(t, "the stall event and the evaluator's row", func() bool {
+		p = read()
+		return p.Stall != "" && p.Rows == ranks+1
+	})
+	if !strings.Contains(p.Stall, "rank 1: engine: stalled tensors <b>grad</b>") {
+		t.Errorf("the stall event reads %q", p.Stall)
+	}
+	if p.Cells != ranks*ranks {
+		t.Errorf("%d heat map cells with the evaluator's row, want %d", p.Cells, ranks*ranks)
+	}
+
 	stopFeed()
 	f.Add(metrics.Update{Ended: true, Events: []metrics.Event{{Time: time.Now(), Rank: -1, Kind: "exit", Text: "job done"}}})
 	f.Close()
@@ -119,7 +137,7 @@ func TestBrowser(t *testing.T) {
 		p = read()
 		return p.Status == "ended" && p.Points["loss"] == want
 	})
-	if p.Rows != ranks || p.Cells != ranks*ranks || p.Events == 0 {
+	if p.Rows != ranks+1 || p.Cells != ranks*ranks || p.Events == 0 || p.Stall == "" {
 		t.Errorf("the ended job's page: %+v", p)
 	}
 

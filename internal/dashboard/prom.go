@@ -54,7 +54,10 @@ func MetricName(series string) string {
 // WritePrometheus writes snap in Prometheus's text format 0.0.4: for each
 // series, its latest value on each rank as a gauge MetricName(series)
 // with labels rank, host, kind and name (the series' own name, which
-// keeps apart two that sanitize alike); then each rank's state, step,
+// keeps apart two that sanitize alike), except that the per-link series
+// hvd/link_sent_bytes/P and hvd/link_recv_bytes/P are the families
+// gorovod_hvd_link_sent_bytes and gorovod_hvd_link_recv_bytes with the
+// peer P as a label peer; then each rank's state, step,
 // step time, communication share, link traffic and dropped points, and
 // whether the job ended. Families and samples come in a fixed order.
 func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
@@ -68,6 +71,7 @@ func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
 		rank  int
 		kind  metrics.Kind
 		name  string
+		peer  string // of a per-link series; "" for others
 		value float64
 	}
 	families := map[string][]sample{}
@@ -75,8 +79,11 @@ func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
 		if len(s.Values) == 0 {
 			continue
 		}
-		m := MetricName(s.Name)
-		families[m] = append(families[m], sample{s.Rank, s.Kind, s.Name, s.Values[len(s.Values)-1]})
+		m, peer := MetricName(s.Name), ""
+		if base, p, ok := linkSeries(s); ok {
+			m, peer = MetricName(base), p
+		}
+		families[m] = append(families[m], sample{s.Rank, s.Kind, s.Name, peer, s.Values[len(s.Values)-1]})
 	}
 	names := make([]string, 0, len(families))
 	for m := range families {
@@ -91,9 +98,17 @@ func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
 			}
 			return ss[i].rank < ss[j].rank
 		})
-		writeHeader(bw, m, "gauge", "Latest value of the series "+ss[0].name+" on each rank.")
+		help := "Latest value of the series " + ss[0].name + " on each rank."
+		if ss[0].peer != "" {
+			help = "Latest value of the series " + strings.TrimSuffix(ss[0].name, ss[0].peer) + "PEER on each rank, by peer."
+		}
+		writeHeader(bw, m, "gauge", help)
 		for _, s := range ss {
-			writeSample(bw, m, s.value, "rank", strconv.Itoa(s.rank), "host", hosts[s.rank], "kind", string(s.kind), "name", s.name)
+			labels := []string{"rank", strconv.Itoa(s.rank), "host", hosts[s.rank], "kind", string(s.kind), "name", s.name}
+			if s.peer != "" {
+				labels = append(labels, "peer", s.peer)
+			}
+			writeSample(bw, m, s.value, labels...)
 		}
 	}
 
@@ -139,6 +154,23 @@ func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// linkSeries splits a runtime series of one link, hvd/link_sent_bytes/P
+// or hvd/link_recv_bytes/P, into the name without the peer
+// ("hvd/link_sent_bytes") and the peer P.
+func linkSeries(s metrics.Series) (base, peer string, ok bool) {
+	if s.Kind != metrics.Runtime {
+		return "", "", false
+	}
+	for _, prefix := range []string{metrics.LinkSentPrefix, metrics.LinkRecvPrefix} {
+		if p, found := strings.CutPrefix(s.Name, prefix); found {
+			if _, err := strconv.Atoi(p); err == nil {
+				return strings.TrimSuffix(prefix, "/"), p, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 func writeHeader(w *bufio.Writer, name, typ, help string) {

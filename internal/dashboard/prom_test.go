@@ -158,6 +158,9 @@ func TestMetrics(t *testing.T) {
 		{Rank: 0, Step: 5, Kind: metrics.Scalar, Name: "weird/name\"with\\quotes\n", Value: nan()},
 		{Rank: 0, Step: 5, Kind: metrics.Scalar, Name: "weird.name\"with\\quotes\n", Value: inf()},
 		{Rank: 1, Step: 5, Kind: metrics.Scalar, Name: "rank_step", Value: 7},
+		{Rank: 0, Step: 5, Kind: metrics.Runtime, Name: "hvd/link_sent_bytes/1", Value: 123},
+		{Rank: 0, Step: 5, Kind: metrics.Runtime, Name: "hvd/link_sent_bytes/2", Value: 124},
+		{Rank: 1, Step: 5, Kind: metrics.Runtime, Name: "hvd/link_recv_bytes/0", Value: 45},
 	}})
 	f.snap.Ranks[2].Dropped = 11
 	f.snap.Ranks[1].Host = `odd"host`
@@ -192,6 +195,20 @@ func TestMetrics(t *testing.T) {
 	}
 	if v, ok := find(samples, "gorovod_rank_link_sent_bytes_total", "rank", "0", "peer", "1"); !ok || v != 5*2<<20 {
 		t.Errorf("link 0→1: %v %v", v, ok)
+	}
+	// Per-link series: one family per direction, the peer a label.
+	for _, c := range []struct {
+		family, rank, peer string
+		want               float64
+	}{{"gorovod_hvd_link_sent_bytes", "0", "1", 123}, {"gorovod_hvd_link_sent_bytes", "0", "2", 124}, {"gorovod_hvd_link_recv_bytes", "1", "0", 45}} {
+		if v, ok := find(samples, c.family, "rank", c.rank, "peer", c.peer, "kind", "runtime"); !ok || v != c.want || types[c.family] != "gauge" {
+			t.Errorf("%s{rank=%s,peer=%s}: %v %v (type %q), want %v", c.family, c.rank, c.peer, v, ok, types[c.family], c.want)
+		}
+	}
+	for name := range types {
+		if strings.HasPrefix(name, "gorovod_hvd_link_sent_bytes_") || strings.HasPrefix(name, "gorovod_hvd_link_recv_bytes_") {
+			t.Errorf("a family per peer: %s", name)
+		}
 	}
 	if v, ok := find(samples, "gorovod_rank_step_seconds", "rank", "0"); !ok || v <= 0 || v > 1 {
 		t.Errorf("step seconds of rank 0: %v %v", v, ok)

@@ -66,7 +66,7 @@ type Store struct {
 	droppedSeries atomic.Int64 // points dropped because their rank had MaxSeries series
 	accepted      atomic.Int64 // points accepted
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // Snapshot reads under RLock, so that readers wait on each other only
 	ranks  map[int]*rankState
 	events []Event // a ring of at most MaxEvents
 	evNext int     // where the next event goes once the ring is full
@@ -406,8 +406,8 @@ func (s *Store) Subscribe() (<-chan Update, func()) {
 // Snapshot copies everything the Store holds: ranks by rank, series by
 // rank then in the order they appeared, events oldest first.
 func (s *Store) Snapshot() Snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock() // many readers at once; a writer waits for those under way only
+	defer s.mu.RUnlock()
 	snap := Snapshot{Job: s.cfg.Job, Start: s.start, Ended: s.ended}
 	ranks := make([]int, 0, len(s.ranks))
 	for r := range s.ranks {

@@ -44,7 +44,7 @@ type Event struct {
 type RankInfo struct {
 	Rank  int    `json:"rank"`
 	Host  string `json:"host"`
-	State string `json:"state"` // "starting", "running", "exited", "failed", "killed"
+	State string `json:"state"` // "starting", "running", "exited", "failed", "killed"; "evaluator" for gorun --evaluator's evaluator
 	// Step, StepSeconds and CommShare are the latest hvd/step,
 	// hvd/step_seconds and hvd/comm_share published by the rank (0 before).
 	Step        int64   `json:"step"`

@@ -1,0 +1,204 @@
+package hvd_test
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/kernels"
+	"github.com/gorovod/gorovod/rendezvous"
+)
+
+// BenchmarkLogScalarsInSteps is the cost of LogScalars in a training
+// loop: 4 ranks of an in-process job, whose metrics go through a real
+// rendezvous server, run steps of a little computing and an all-reduce
+// of 256 Ki float32. Blocks of steps alternate between a loop without
+// LogScalars and one that calls it (4 scalars a call) about 10,000 times
+// a second on every rank (after each step, the calls that the time in
+// "on" steps so far owes). It reports the median step time of each kind
+// of block (off-ns/step, on-ns/step), the median ratio of an "on"
+// block's step time to the mean of the "off" blocks either side of it,
+// minus one, in percent (overhead-%: neighbours cancel the drift of a
+// loaded machine), the same for each "off" block against the one before
+// (off/off-%, the noise that is left), the calls per second the "on" blocks made on rank 0,
+// and the points
+// dropped.
+func BenchmarkLogScalarsInSteps(b *testing.B) {
+	const (
+		n       = 4
+		block   = 16      // steps per block
+		rate    = 10_000  // LogScalars calls per second per rank, in "on" blocks
+		elems   = 1 << 18 // all-reduced float32 per step
+		compute = 1 << 16 // float64 multiply-adds per step
+	)
+	var received atomic.Int64
+	rts, _ := metricsJob(b, n, func(_ int, points []rendezvous.MetricPoint) { received.Add(int64(len(points))) })
+	ctx := context.Background()
+	scalars := map[string]float64{"loss": 0.5, "accuracy": 0.9, "lr": 0.01, "samples_per_second": 1e4}
+	work := make([][]float64, n)
+	for r := range work {
+		work[r] = make([]float64, compute)
+	}
+	step := func(rt *hvd.Runtime, x []float32) error {
+		w := work[rt.Rank()]
+		acc := 1.0
+		for i := range w {
+			acc = math.FMA(acc, 0.999999, w[i]+1e-9)
+			w[i] = acc
+		}
+		return rt.Allreduce(ctx, hvd.NewTensor("grad", x), kernels.Average, hvd.ReduceOptions{})
+	}
+	var calls atomic.Int64 // rank 0's
+	var on, off []time.Duration
+	var onTime time.Duration
+	run := func(steps int, measure bool) {
+		each(b, rts, func(r int, rt *hvd.Runtime) error {
+			x := make([]float32, elems)
+			var stepNo, made int64
+			var logged time.Duration // time in "on" steps so far
+			blockStart := time.Now()
+			for i := range steps {
+				logging := measure && (i/block)%2 == 1
+				t0 := time.Now()
+				if err := step(rt, x); err != nil {
+					return err
+				}
+				if logging {
+					// The calls owed at rate for the time in "on" steps,
+					// this one included.
+					d := time.Since(t0)
+					for ; made < int64((logged+d).Seconds()*rate); made++ {
+						rt.LogScalars(stepNo, scalars)
+					}
+					logged += time.Since(t0) // the step and the calls
+				}
+				stepNo++
+				if r != 0 || (i+1)%block != 0 {
+					continue
+				}
+				d := time.Since(blockStart) / block
+				blockStart = time.Now()
+				switch {
+				case !measure:
+				case logging:
+					on = append(on, d)
+					onTime += d * block
+				default:
+					off = append(off, d)
+				}
+			}
+			if r == 0 {
+				calls.Store(made)
+			}
+			return nil
+		})
+	}
+	run(2*block, false) // warm-up: connections, buffers, the step time
+	steps := max(b.N, 4*block)
+	steps -= steps % (2 * block)
+	steps += block // end on an "off" block
+	b.ResetTimer()
+	run(steps, true)
+	b.StopTimer()
+	for _, rt := range rts {
+		if err := rt.Shutdown(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(on) == 0 || len(off) == 0 {
+		b.Fatalf("%d blocks on, %d off", len(on), len(off))
+	}
+	// Each "on" block against the mean of the "off" blocks either side of
+	// it, which cancels the drift of a loaded machine; and, for the noise
+	// that is left, each "off" block against the one before it.
+	var ratios, control []float64
+	for i := 0; i < len(on) && i+1 < len(off); i++ {
+		ratios = append(ratios, 2*float64(on[i])/float64(off[i]+off[i+1]))
+		control = append(control, float64(off[i+1])/float64(off[i]))
+	}
+	if len(ratios) == 0 {
+		b.Fatalf("%d blocks on, %d off", len(on), len(off))
+	}
+	slices.Sort(ratios)
+	slices.Sort(control)
+	b.ReportMetric(float64(median(off).Nanoseconds()), "off-ns/step")
+	b.ReportMetric(float64(median(on).Nanoseconds()), "on-ns/step")
+	b.ReportMetric(100*(ratios[len(ratios)/2]-1), "overhead-%")
+	b.ReportMetric(100*(control[len(control)/2]-1), "off/off-%")
+	b.ReportMetric(float64(calls.Load())/onTime.Seconds(), "calls/s")
+	var dropped int64
+	for _, rt := range rts {
+		dropped += rt.DroppedScalars()
+	}
+	b.ReportMetric(float64(dropped), "dropped")
+	if received.Load() == 0 {
+		b.Fatal("no point reached the server")
+	}
+}
+
+// median is the median of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkLogScalarsEndToEnd is the whole cost of one LogScalars call of
+// 4 scalars, from the call to the points handed to the rendezvous
+// server's OnMetrics (the buffer, the sending goroutine, packing, the
+// connection, unpacking), in CPU time of the process (cpu-ns/call) as
+// well as wall time: rank 0 of a 2-rank in-process job calls it b.N times
+// at full speed, then waits until every point has arrived. At 10,000
+// calls a second, a rank spends 10,000 × cpu-ns/call of CPU a second on
+// its scalars, sender and receiver together.
+func BenchmarkLogScalarsEndToEnd(b *testing.B) {
+	var received atomic.Int64
+	rts, _ := metricsJob(b, 2, func(_ int, points []rendezvous.MetricPoint) {
+		n := 0
+		for _, p := range points {
+			if !p.Runtime {
+				n++
+			}
+		}
+		received.Add(int64(n))
+	})
+	scalars := map[string]float64{"loss": 0.5, "accuracy": 0.9, "lr": 0.01, "samples_per_second": 1e4}
+	rt := rts[0]
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := range b.N {
+		rt.LogScalars(int64(i), scalars)
+		if i%1024 == 1023 { // at most a buffer's worth in flight, as a rank that logs 10,000 calls a second has
+			for received.Load()+rt.DroppedScalars() < int64(4*(i+1)-scalarLag) {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	for received.Load()+rt.DroppedScalars() < int64(4*b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/call")
+	b.ReportMetric(float64(rt.DroppedScalars()), "dropped")
+	for _, rt := range rts {
+		rt.Shutdown()
+	}
+}
+
+// scalarLag is how many points BenchmarkLogScalarsEndToEnd lets wait for a send.
+const scalarLag = 4 * 1024
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
