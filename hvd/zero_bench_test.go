@@ -3,7 +3,6 @@ package hvd_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -72,10 +71,4 @@ func BenchmarkShardStateStep(b *testing.B) {
 	for i, name := range []string{"unsharded", "sharded"} {
 		b.ReportMetric(float64(median(times[i]).Microseconds())/1e3, name+"-ms/step")
 	}
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
