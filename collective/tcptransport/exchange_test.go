@@ -35,51 +35,59 @@ func fill(id, n int) []byte {
 // TestExchangeRing has every rank of a TCP ring send to its right while
 // it receives from its left in one Exchange, with messages far beyond
 // what the sockets buffer (so that each must move while the other does),
-// and empty ones; it checks every byte and what arrived was told.
+// and empty ones; it checks every byte and what arrived was told. Small
+// exchanges run with polling as shipped and with a budget far beyond any
+// wait here.
 func TestExchangeRing(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		for _, size := range []int{0, 1, 100 << 10, 8 << 20} {
-			t.Run(fmt.Sprintf("n%d/%d", n, size), func(t *testing.T) {
-				m := meshT(t, n, Config{NoSharedMemory: true})
-				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-				defer cancel()
-				errs := make([]error, n)
-				var wg sync.WaitGroup
-				for r := range n {
-					right, left := (r+1)%n, (r+n-1)%n
-					ex, from := exchanger(t, m, r, right), m[r].Conn(left)
-					if !ex.CanExchange(from) {
-						t.Fatalf("rank %d cannot exchange over TCP", r)
+			for _, spin := range []time.Duration{0, time.Hour} {
+				t.Run(fmt.Sprintf("n%d/%d/spin=%v", n, size, spin), func(t *testing.T) {
+					exchangeRing(t, n, size, spin)
+				})
+			}
+		}
+	}
+}
+
+func exchangeRing(t *testing.T, n, size int, spin time.Duration) {
+	m := meshTuned(t, n, Config{NoSharedMemory: true}, tuning{spin: spin})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		right, left := (r+1)%n, (r+n-1)%n
+		ex, from := exchanger(t, m, r, right), m[r].Conn(left)
+		if !ex.CanExchange(from) {
+			t.Fatalf("rank %d cannot exchange over TCP", r)
+		}
+		wg.Go(func() {
+			q, last, calls := make([]byte, size), 0, 0
+			se, re := ex.Exchange(ctx, collective.Tag{Seq: 3, Step: uint32(r)}, fill(r, size),
+				from, collective.Tag{Seq: 3, Step: uint32(left)}, q, func(got int) {
+					if got <= last || got > size {
+						errs[r] = fmt.Errorf("arrived(%d) after %d, of %d", got, last, size)
 					}
-					wg.Go(func() {
-						q, last, calls := make([]byte, size), 0, 0
-						se, re := ex.Exchange(ctx, collective.Tag{Seq: 3, Step: uint32(r)}, fill(r, size),
-							from, collective.Tag{Seq: 3, Step: uint32(left)}, q, func(got int) {
-								if got <= last || got > size {
-									errs[r] = fmt.Errorf("arrived(%d) after %d, of %d", got, last, size)
-								}
-								last, calls = got, calls+1
-							})
-						switch {
-						case se != nil || re != nil:
-							errs[r] = fmt.Errorf("send: %v, recv: %v", se, re)
-						case errs[r] != nil:
-						case !bytes.Equal(q, fill(left, size)):
-							errs[r] = fmt.Errorf("received bytes differ from what rank %d sent", left)
-						case size > 0 && last != size:
-							errs[r] = fmt.Errorf("arrived last told %d of %d bytes", last, size)
-						case size == 0 && calls != 0:
-							errs[r] = fmt.Errorf("arrived called %d times for an empty message", calls)
-						}
-					})
-				}
-				wg.Wait()
-				for r, err := range errs {
-					if err != nil {
-						t.Errorf("rank %d: %v", r, err)
-					}
-				}
-			})
+					last, calls = got, calls+1
+				})
+			switch {
+			case se != nil || re != nil:
+				errs[r] = fmt.Errorf("send: %v, recv: %v", se, re)
+			case errs[r] != nil:
+			case !bytes.Equal(q, fill(left, size)):
+				errs[r] = fmt.Errorf("received bytes differ from what rank %d sent", left)
+			case size > 0 && last != size:
+				errs[r] = fmt.Errorf("arrived last told %d of %d bytes", last, size)
+			case size == 0 && calls != 0:
+				errs[r] = fmt.Errorf("arrived called %d times for an empty message", calls)
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }
@@ -123,9 +131,16 @@ func TestExchangePeerGone(t *testing.T) {
 }
 
 // TestExchangeDeadline: an Exchange whose peer neither reads nor writes
-// ends with the deadline of its context, reported as a timeout.
+// ends with the deadline of its context, reported as a timeout, also
+// while it polls for its small message with an hour's budget.
 func TestExchangeDeadline(t *testing.T) {
-	m := meshT(t, 2, Config{NoSharedMemory: true})
+	for _, spin := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) { exchangeDeadline(t, spin) })
+	}
+}
+
+func exchangeDeadline(t *testing.T, spin time.Duration) {
+	m := meshTuned(t, 2, Config{NoSharedMemory: true}, tuning{spin: spin})
 	ex, from := exchanger(t, m, 0, 1), m[0].Conn(1)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
