@@ -112,6 +112,7 @@ type Comm struct {
 const (
 	algAllreduceHier = "allreduce-hier"
 	algAllgatherHier = "allgather-hier"
+	algAllreduceRing = "allreduce-ring"
 )
 
 type planKey struct {
@@ -219,6 +220,7 @@ func (c *Comm) getPlan(key planKey, mk func() []Step) (*plan, error) {
 		return nil, err
 	}
 	p.overlapped = key.alg == algAllreduceHier || key.alg == algAllgatherHier
+	p.lockstep = key.alg == algAllreduceRing
 	if len(c.plans) > 256 { // bound the cache: shapes in training loops repeat
 		clear(c.plans)
 	}
@@ -248,6 +250,9 @@ func (c *Comm) execute(ctx context.Context, r *run, total int) error {
 	if total <= c.opts.InlineBytes || !r.p.overlapped && c.buffers(r.p, r.esz) {
 		c.runs[0]++
 		err = r.runInline(ctx, c.scratchBuffers(1, r.p.scratch*r.esz)[0])
+	} else if r.exchanges() {
+		c.runs[1]++
+		err = r.runExchange(ctx, c.scratchBuffers(1, r.p.scratch*r.esz)[0])
 	} else {
 		c.runs[1]++
 		seg := r.p.scratch * r.esz

@@ -26,7 +26,9 @@
 // caller sends, a receiver fills scratch slots, a reducer folds them in.
 // Each step waits only for the earlier steps its data depends on, so
 // several segments are in flight and sending, receiving and reducing
-// overlap.
+// overlap. A ring all-reduce whose links are Exchangers (plain TCP) runs
+// step by step in the caller's goroutine instead, each step's send and
+// receive moving together and what arrives reduced while the rest comes.
 //
 // Comm ties these together on typed buffers, in place. AllreduceVec
 // all-reduces several buffers as if they lay end to end in one, where they

@@ -193,32 +193,109 @@ func (r *run) recvCopy(ctx context.Context, i int) error {
 // buffering so that sending before receiving cannot deadlock, and where a
 // goroutine hand-off would cost more than the data movement.
 func (r *run) runInline(ctx context.Context, scratch []byte) error {
-	for i, st := range r.p.steps {
-		if st.SendTo >= 0 {
-			if err := r.send(ctx, i, false); err != nil {
-				return err
-			}
-		}
-		if st.RecvFrom < 0 {
-			continue
-		}
-		if st.Combine == Copy {
-			if err := r.recvCopy(ctx, i); err != nil {
-				return err
-			}
-			continue
-		}
-		if rr := r.onArrival(i); rr != nil {
-			if err := r.recvReduce(ctx, i, rr); err != nil {
-				return err
-			}
-			continue
-		}
-		tmp := scratch[:st.Recv.Len*r.esz]
-		if err := r.recv(ctx, i, tmp); err != nil {
+	for i := range r.p.steps {
+		if err := r.runInlineStep(ctx, i, scratch); err != nil {
 			return err
 		}
-		r.reduceInto(st.Recv, tmp)
+	}
+	return nil
+}
+
+// runInlineStep sends step i's segment, then receives its incoming one.
+func (r *run) runInlineStep(ctx context.Context, i int, scratch []byte) error {
+	st := r.p.steps[i]
+	if st.SendTo >= 0 {
+		if err := r.send(ctx, i, false); err != nil {
+			return err
+		}
+	}
+	switch {
+	case st.RecvFrom < 0:
+		return nil
+	case st.Combine == Copy:
+		return r.recvCopy(ctx, i)
+	}
+	if rr := r.onArrival(i); rr != nil {
+		return r.recvReduce(ctx, i, rr)
+	}
+	tmp := scratch[:st.Recv.Len*r.esz]
+	if err := r.recv(ctx, i, tmp); err != nil {
+		return err
+	}
+	r.reduceInto(st.Recv, tmp)
+	return nil
+}
+
+// reducePiece is how many received bytes runExchange lets gather before it
+// folds them into the buffer: the front of a message is reduced while its
+// tail is still arriving, from data the socket read has just brought
+// into the cache.
+const reducePiece = 64 << 10
+
+// exchanges reports whether the plan can run step by step with each
+// step's send and receive moving together through Exchange: it is a
+// lockstep plan on a plain buffer, and every link pair of its steps can.
+func (r *run) exchanges() bool {
+	if !r.p.lockstep || r.vec != nil {
+		return false
+	}
+	for _, st := range r.p.steps {
+		if st.SendTo < 0 || st.RecvFrom < 0 {
+			continue
+		}
+		ex, ok := r.t.Conn(st.SendTo).(Exchanger)
+		if !ok || !ex.CanExchange(r.t.Conn(st.RecvFrom)) {
+			return false
+		}
+	}
+	return true
+}
+
+// runExchange executes a lockstep plan step by step in the calling
+// goroutine, each step's send and receive moving at once (see
+// Exchanger), and reduces what arrives while the rest of it is still
+// coming. A step that only sends or only receives does so alone: its
+// peer's step matches it (see plan.lockstep). scratch holds the largest
+// Reduce segment.
+func (r *run) runExchange(ctx context.Context, scratch []byte) error {
+	var dst, tmp []byte
+	done := 0
+	fold := func(n int) {
+		n -= n % r.esz
+		if n-done >= reducePiece || n == len(tmp) && n > done {
+			r.reduce(dst[done:n], tmp[done:n])
+			done = n
+		}
+	}
+	for i, st := range r.p.steps {
+		if st.SendTo < 0 || st.RecvFrom < 0 {
+			if err := r.runInlineStep(ctx, i, scratch); err != nil {
+				return err
+			}
+			continue
+		}
+		ex := r.t.Conn(st.SendTo).(Exchanger)
+		tag, rtag := Tag{Seq: r.seq, Step: r.p.sendTag[i]}, Tag{Seq: r.seq, Step: r.p.recvTag[i]}
+		var arrived func(int)
+		q := r.bytes(st.Recv)
+		if st.Combine == Reduce {
+			dst, tmp, done = q, scratch[:len(q)], 0
+			q, arrived = tmp, fold
+		}
+		sendErr, recvErr := ex.Exchange(ctx, tag, r.bytes(st.Send), r.t.Conn(st.RecvFrom), rtag, q, arrived)
+		if recvErr == nil && st.Combine == Reduce && done < len(tmp) {
+			r.reduce(dst[done:], tmp[done:]) // only for an Exchange that does not report every arrival
+		}
+		if sendErr != nil || recvErr != nil {
+			var se, re error
+			if sendErr != nil {
+				se = r.opError(i, st.SendTo, sendErr)
+			}
+			if recvErr != nil {
+				re = r.opError(i, st.RecvFrom, recvErr)
+			}
+			return firstCause(se, re)
+		}
 	}
 	return nil
 }

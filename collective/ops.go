@@ -218,7 +218,7 @@ func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
 		}
 	}
-	return planKey{alg: "allreduce-ring", count: count, esz: esz}, func() []Step {
+	return planKey{alg: algAllreduceRing, count: count, esz: esz}, func() []Step {
 		return RingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
 	}
 }

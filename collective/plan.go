@@ -30,6 +30,11 @@ type plan struct {
 	// overlapped: the schedule needs sends to run ahead of receives (the
 	// two-level ones), so it runs pipelined whatever its links buffer.
 	overlapped bool
+	// lockstep: every message the plan sends at step i is received by
+	// its peer at that peer's step i (the rings), so that ranks may run
+	// it step by step with each step's send and receive moving together
+	// (see run.runExchange).
+	lockstep bool
 }
 
 // linkLoad is what a plan sends on one link.

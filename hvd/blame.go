@@ -293,3 +293,38 @@ func (c *blameConn) Recv(ctx context.Context, tag collective.Tag, p []byte) erro
 	c.recv.Add(int64(len(p)))
 	return nil
 }
+
+// CanExchange is the wrapped link's answer for the link from wraps (see
+// collective.Exchanger); false for one that cannot exchange.
+func (c *blameConn) CanExchange(from collective.Conn) bool {
+	ex, ok := c.Conn.(collective.Exchanger)
+	return ok && ex.CanExchange(unwrapBlame(from))
+}
+
+// Exchange moves a message each way on the wrapped links (see
+// collective.Exchanger), reporting a peer that went away and counting
+// the bytes of each direction that completed.
+func (c *blameConn) Exchange(ctx context.Context, tag collective.Tag, p []byte, from collective.Conn, rtag collective.Tag, q []byte, arrived func(n int)) (sendErr, recvErr error) {
+	sendErr, recvErr = c.Conn.(collective.Exchanger).Exchange(ctx, tag, p, unwrapBlame(from), rtag, q, arrived)
+	if sendErr != nil {
+		c.t.peerFailed(c.peer, sendErr)
+	} else {
+		c.sent.Add(int64(len(p)))
+	}
+	if f, ok := from.(*blameConn); ok {
+		if recvErr != nil {
+			f.t.peerFailed(f.peer, recvErr)
+		} else {
+			f.recv.Add(int64(len(q)))
+		}
+	}
+	return sendErr, recvErr
+}
+
+// unwrapBlame returns the link a blameConn wraps, or c itself.
+func unwrapBlame(c collective.Conn) collective.Conn {
+	if b, ok := c.(*blameConn); ok {
+		return b.Conn
+	}
+	return c
+}

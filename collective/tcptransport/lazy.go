@@ -155,3 +155,16 @@ func pathOf(c *conn) Path {
 	}
 	return TCP
 }
+
+// CanExchange is the formed link's answer (see collective.Exchanger); a
+// link not formed yet cannot.
+func (l *lazyConn) CanExchange(from collective.Conn) bool {
+	c := l.t.slots[l.peer].formed.Load()
+	return c != nil && c.CanExchange(from)
+}
+
+// Exchange moves a frame each way on the formed links (see
+// collective.Exchanger), which CanExchange found.
+func (l *lazyConn) Exchange(ctx context.Context, tag collective.Tag, p []byte, from collective.Conn, rtag collective.Tag, q []byte, arrived func(n int)) (sendErr, recvErr error) {
+	return l.t.slots[l.peer].formed.Load().Exchange(ctx, tag, p, from, rtag, q, arrived)
+}

@@ -2,6 +2,7 @@ package tcptransport
 
 import (
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/gorovod/gorovod/collective"
@@ -33,7 +34,19 @@ type tcpLink struct {
 	wvec [2][]byte
 	wbuf net.Buffers
 	wvs  [][]byte // sendVec's header and parts
-	_    [cacheLine]byte
+
+	// An Exchange's writes (see exchange.go): the socket's RawConn, the
+	// bytes of the frame left to write (in wvec), and the last writev.
+	wrc    syscall.RawConn
+	wrcErr error // set if the socket could not be reached
+	wleft  int
+	wiov   [2]syscall.Iovec
+	wiovn  int
+	wn     int
+	werrno error
+	// writeOnce and writeOrPark, bound once so that writes do not allocate.
+	writeFn, writeParkFn func(fd uintptr) bool
+	_                    [cacheLine]byte
 
 	// Recv side, touched only by the recv in progress.
 	rhdr [frame.HeaderSize]byte
@@ -50,7 +63,10 @@ func newTCPLink(c *conn, readBuf int, spin time.Duration) *tcpLink {
 	if c.out.tls != nil {
 		return &tcpLink{c: c, sec: newSecureLanes(c.out, c.in, spin)}
 	}
-	return &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin)}
+	l := &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin)}
+	l.wrc, l.wrcErr = l.out.SyscallConn()
+	l.writeFn, l.writeParkFn = l.writeOnce, l.writeOrPark
+	return l
 }
 
 // Send writes one frame, header and payload in a single writev, without

@@ -1,0 +1,225 @@
+package tcptransport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// exchanger returns rank r's link to peer as a collective.Exchanger.
+func exchanger(t *testing.T, m []collective.Transport, r, peer int) collective.Exchanger {
+	t.Helper()
+	ex, ok := m[r].Conn(peer).(collective.Exchanger)
+	if !ok {
+		t.Fatalf("rank %d's link to %d is no Exchanger", r, peer)
+	}
+	return ex
+}
+
+// fill returns n bytes that depend on id and on their position.
+func fill(id, n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7 + id*31 + i>>9)
+	}
+	return p
+}
+
+// TestExchangeRing has every rank of a TCP ring send to its right while
+// it receives from its left in one Exchange, with messages far beyond
+// what the sockets buffer (so that each must move while the other does),
+// and empty ones; it checks every byte and what arrived was told. Small
+// exchanges run with polling as shipped and with a budget far beyond any
+// wait here.
+func TestExchangeRing(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		for _, size := range []int{0, 1, 100 << 10, 8 << 20} {
+			for _, spin := range []time.Duration{0, time.Hour} {
+				t.Run(fmt.Sprintf("n%d/%d/spin=%v", n, size, spin), func(t *testing.T) {
+					exchangeRing(t, n, size, spin)
+				})
+			}
+		}
+	}
+}
+
+func exchangeRing(t *testing.T, n, size int, spin time.Duration) {
+	m := meshTuned(t, n, Config{NoSharedMemory: true}, tuning{spin: spin})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		right, left := (r+1)%n, (r+n-1)%n
+		ex, from := exchanger(t, m, r, right), m[r].Conn(left)
+		if !ex.CanExchange(from) {
+			t.Fatalf("rank %d cannot exchange over TCP", r)
+		}
+		wg.Go(func() {
+			q, last, calls := make([]byte, size), 0, 0
+			se, re := ex.Exchange(ctx, collective.Tag{Seq: 3, Step: uint32(r)}, fill(r, size),
+				from, collective.Tag{Seq: 3, Step: uint32(left)}, q, func(got int) {
+					if got <= last || got > size {
+						errs[r] = fmt.Errorf("arrived(%d) after %d, of %d", got, last, size)
+					}
+					last, calls = got, calls+1
+				})
+			switch {
+			case se != nil || re != nil:
+				errs[r] = fmt.Errorf("send: %v, recv: %v", se, re)
+			case errs[r] != nil:
+			case !bytes.Equal(q, fill(left, size)):
+				errs[r] = fmt.Errorf("received bytes differ from what rank %d sent", left)
+			case size > 0 && last != size:
+				errs[r] = fmt.Errorf("arrived last told %d of %d bytes", last, size)
+			case size == 0 && calls != 0:
+				errs[r] = fmt.Errorf("arrived called %d times for an empty message", calls)
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestExchangeNotOverSharedMemory: links in shared memory do not
+// exchange, so the communicator keeps its other executors for them.
+func TestExchangeNotOverSharedMemory(t *testing.T) {
+	m := meshT(t, 2, Config{})
+	if exchanger(t, m, 0, 1).CanExchange(m[0].Conn(1)) {
+		t.Fatal("CanExchange over shared memory")
+	}
+}
+
+// TestExchangePeerGone: when the left peer goes away during an Exchange
+// whose send cannot finish (the right peer does not read), the receive
+// names the left peer as gone and the send ends as closed here, blaming
+// no one.
+func TestExchangePeerGone(t *testing.T) {
+	m := meshT(t, 3, Config{NoSharedMemory: true})
+	ex, from := exchanger(t, m, 0, 1), m[0].Conn(2)
+	done := make(chan [2]error, 1)
+	go func() {
+		se, re := ex.Exchange(t.Context(), tag11, make([]byte, 32<<20), from, tag11, make([]byte, 8<<20), nil)
+		done <- [2]error{se, re}
+	}()
+	time.Sleep(20 * time.Millisecond) // usually in the middle by now; either way the result is the same
+	m[2].Close()
+	var errs [2]error
+	select {
+	case errs = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exchange still running 10 s after its peer closed")
+	}
+	se, re := errs[0], errs[1]
+	if !errors.Is(re, collective.ErrPeerGone) || !containsAll(re.Error(), "recv from peer 2") {
+		t.Errorf("recv err = %v, want ErrPeerGone from peer 2", re)
+	}
+	if !errors.Is(se, collective.ErrClosed) || errors.Is(se, collective.ErrPeerGone) {
+		t.Errorf("send err = %v, want ErrClosed only", se)
+	}
+}
+
+// TestExchangeDeadline: an Exchange whose peer neither reads nor writes
+// ends with the deadline of its context, reported as a timeout, also
+// while it polls for its small message with an hour's budget.
+func TestExchangeDeadline(t *testing.T) {
+	for _, spin := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) { exchangeDeadline(t, spin) })
+	}
+}
+
+func exchangeDeadline(t *testing.T, spin time.Duration) {
+	m := meshTuned(t, 2, Config{NoSharedMemory: true}, tuning{spin: spin})
+	ex, from := exchanger(t, m, 0, 1), m[0].Conn(1)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	se, re := ex.Exchange(ctx, tag11, make([]byte, 32<<20), from, tag11, make([]byte, 8), nil)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Exchange took %v past a 100 ms deadline", took)
+	}
+	if !errors.Is(se, collective.ErrTimeout) && !errors.Is(re, collective.ErrTimeout) {
+		t.Errorf("send err = %v, recv err = %v, want a timeout", se, re)
+	}
+	if se == nil || re == nil {
+		t.Errorf("send err = %v, recv err = %v, want both to fail", se, re)
+	}
+}
+
+// TestExchangeCancelledBefore: a context that has ended before the call
+// fails both directions without touching the links, which stay usable.
+func TestExchangeCancelledBefore(t *testing.T) {
+	m := meshT(t, 2, Config{NoSharedMemory: true})
+	ex, from := exchanger(t, m, 0, 1), m[0].Conn(1)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	se, re := ex.Exchange(ctx, tag11, make([]byte, 8), from, tag11, make([]byte, 8), nil)
+	if !errors.Is(se, context.Canceled) || !errors.Is(re, context.Canceled) {
+		t.Fatalf("send err = %v, recv err = %v, want both cancelled", se, re)
+	}
+	if err := m[0].Conn(1).Send(t.Context(), tag11, []byte("still up")); err != nil {
+		t.Fatalf("Send after the cancelled Exchange: %v", err)
+	}
+	got := make([]byte, 8)
+	if err := m[1].Conn(0).Recv(t.Context(), tag11, got); err != nil || string(got) != "still up" {
+		t.Fatalf("Recv = %q, %v", got, err)
+	}
+}
+
+// TestAllreduceOverTCP runs ring all-reduces, which exchange step by
+// step over TCP links, and checks the sums; at n=2, 2^19+1 elements make
+// chunks of 4 and 5 segments of 64 Ki elements, so that one step only
+// sends and one only receives.
+func TestAllreduceOverTCP(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		for _, count := range []int{9000, 300001, 1<<19 + 1} {
+			t.Run(fmt.Sprintf("n%d/%d", n, count), func(t *testing.T) {
+				m := meshT(t, n, Config{NoSharedMemory: true})
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				for r := range n {
+					c := collective.NewComm(m[r], collective.Options{SegmentBytes: 256 << 10})
+					wg.Go(func() {
+						buf := make([]float32, count)
+						for i := range buf {
+							buf[i] = float32(i%1000 + r)
+						}
+						for range 3 {
+							if err := collective.Allreduce(ctx, c, buf, kernels.Sum, collective.ReduceOptions{}); err != nil {
+								errs[r] = err
+								return
+							}
+						}
+						// Three sums of n ranks: each element is n^2 times its start summed over ranks.
+						for i, v := range buf {
+							want := float32(n * n * (n*(i%1000) + n*(n-1)/2))
+							if v != want {
+								errs[r] = fmt.Errorf("element %d = %v, want %v", i, v, want)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			})
+		}
+	}
+}
