@@ -320,17 +320,7 @@ func (l *tcpLink) writeOrPark(fd uintptr) bool {
 
 // writev runs one writev(2) of the pieces in l.wiov, retrying on EINTR.
 func (l *tcpLink) writev(fd uintptr) {
-	for {
-		n, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&l.wiov[0])), uintptr(l.wiovn))
-		if e == syscall.EINTR {
-			continue
-		}
-		l.wn, l.werrno = int(n), nil
-		if e != 0 {
-			l.wn, l.werrno = 0, e
-		}
-		return
-	}
+	l.wn, l.werrno = vectorIO(syscall.SYS_WRITEV, fd, &l.wiov[0], l.wiovn)
 }
 
 // readSome puts bytes of the stream into p, which must not be empty: what

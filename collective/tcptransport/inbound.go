@@ -155,16 +155,22 @@ func (in *inbound) readOrPark(fd uintptr) bool {
 
 // readv runs one readv(2) of the pieces in in.iov, retrying on EINTR.
 func (in *inbound) readv(fd uintptr) {
+	in.n, in.errno = vectorIO(syscall.SYS_READV, fd, &in.iov[0], in.niov)
+}
+
+// vectorIO runs the readv(2) or writev(2) trap on fd with the n pieces
+// from iov, retrying on EINTR: the bytes moved, or 0 and the errno
+// (EAGAIN when a non-blocking socket has nothing or no room).
+func vectorIO(trap, fd uintptr, iov *syscall.Iovec, n int) (int, error) {
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&in.iov[0])), uintptr(in.niov))
-		if e == syscall.EINTR {
+		r, _, e := syscall.Syscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(n))
+		switch e {
+		case 0:
+			return int(r), nil
+		case syscall.EINTR:
 			continue
 		}
-		in.n, in.errno = int(n), nil
-		if e != 0 {
-			in.n, in.errno = 0, e
-		}
-		return
+		return 0, e
 	}
 }
 
