@@ -16,13 +16,16 @@ import (
 // second host's link cut mid-training, so that its worker neither exits
 // nor answers: the chief drops that worker after its heartbeat timeout
 // (mnist -heartbeat-timeout 3s), the others re-run its step, and the job
-// finishes with every step done once and exit 0. gorun, which cannot
+// finishes with every step done once and exit 0. The job is long enough
+// (24 epochs, about 6 s alone on a quiet machine) that worker 0 cannot
+// finish it before the chief has dropped worker 1: with 8 epochs it ran
+// all 752 steps in 2 s, before the 3 s heartbeat timeout. gorun, which cannot
 // reach the cut worker, warns that it is still running and ends within
 // 20 s of the chief (its stop grace period twice, and a little).
 func TestPSLab(t *testing.T) {
 	lab := testlab.Start(t, testlab.Options{Hosts: 2})
 	host1, host2 := lab.Hosts[0].Addr, lab.Hosts[1].Addr
-	const epochs = 8
+	const epochs = 24
 	argv := append(append([]string{bin(t, "gorun"), "--ps", "1", "-np", "2", "-H", host1 + ":2," + host2 + ":1"}, lab.GorunArgs()...),
 		psMnist(t, "-epochs", strconv.Itoa(epochs), "-log-every", "5", "-heartbeat-timeout", "3s")...)
 	g := startGorun(t, lab.GorunEnv(), argv...)
