@@ -279,8 +279,11 @@ func (j *elasticJob) wantSums(ids ...string) {
 // right after the next generation is published (while the job forms or
 // syncs it): the two survivors re-form twice and finish with every sample
 // processed exactly once.
-func TestRunElasticTwoFailures(t *testing.T) {
-	j := newElasticJob(t)
+func TestRunElasticTwoFailures(t *testing.T) { loseTwoOfFour(newElasticJob(t)) }
+
+// loseTwoOfFour runs j on four workers, stops w2 mid-epoch and w3 at the
+// next formation, and checks that w0 and w1 processed every sample once.
+func loseTwoOfFour(j *elasticJob) {
 	killed := make(chan struct{})
 	var once sync.Once
 	onStep := func(ctx context.Context, w *elasticWorker, rank, size, steps int) {
@@ -308,24 +311,7 @@ func TestRunElasticTwoFailures(t *testing.T) {
 func TestRunElasticShardState(t *testing.T) {
 	j := newElasticJob(t)
 	j.shard = true
-	killed := make(chan struct{})
-	var once sync.Once
-	onStep := func(ctx context.Context, w *elasticWorker, rank, size, steps int) {
-		if size == 4 && steps == 5 && w.id == "w2" {
-			once.Do(func() { close(killed) })
-			<-ctx.Done()
-		}
-	}
-	for _, id := range []string{"w0", "w1", "w2", "w3"} {
-		j.start(id, onStep)
-	}
-	j.publish("w0", "w1", "w2", "w3")
-	<-killed
-	j.kill("w2")
-	j.publish("w0", "w1", "w3")
-	j.kill("w3")
-	j.publish("w0", "w1")
-	j.wantSums("w0", "w1")
+	loseTwoOfFour(j)
 }
 
 // TestRunElasticRemoved: a generation that leaves out a live worker of
