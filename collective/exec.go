@@ -234,9 +234,9 @@ const reducePiece = 64 << 10
 
 // exchanges reports whether the plan can run step by step with each
 // step's send and receive moving together through Exchange: it is a
-// lockstep plan on a plain buffer, and every link pair of its steps can.
+// lockstep plan, and every link pair of its steps can.
 func (r *run) exchanges() bool {
-	if !r.p.lockstep || r.vec != nil {
+	if !r.p.lockstep {
 		return false
 	}
 	for _, st := range r.p.steps {
@@ -258,12 +258,13 @@ func (r *run) exchanges() bool {
 // peer's step matches it (see plan.lockstep). scratch holds the largest
 // Reduce segment.
 func (r *run) runExchange(ctx context.Context, scratch []byte) error {
-	var dst, tmp []byte
-	done := 0
+	var seg Segment // the segment being reduced into
+	var tmp []byte  // where it arrives
+	done := 0       // bytes of tmp folded into seg
 	fold := func(n int) {
 		n -= n % r.esz
 		if n-done >= reducePiece || n == len(tmp) && n > done {
-			r.reduce(dst[done:n], tmp[done:n])
+			r.reduceRange(seg, done, n, tmp)
 			done = n
 		}
 	}
@@ -276,15 +277,17 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 		}
 		ex := r.t.Conn(st.SendTo).(Exchanger)
 		tag, rtag := Tag{Seq: r.seq, Step: r.p.sendTag[i]}, Tag{Seq: r.seq, Step: r.p.recvTag[i]}
+		r.sendPs = r.segPieces(st.Send, r.sendPs)
 		var arrived func(int)
-		q := r.bytes(st.Recv)
 		if st.Combine == Reduce {
-			dst, tmp, done = q, scratch[:len(q)], 0
-			q, arrived = tmp, fold
+			seg, tmp, done = st.Recv, scratch[:st.Recv.Len*r.esz], 0
+			r.recvPs, arrived = append(r.recvPs[:0], tmp), fold
+		} else {
+			r.recvPs = r.segPieces(st.Recv, r.recvPs)
 		}
-		sendErr, recvErr := ex.Exchange(ctx, tag, r.bytes(st.Send), r.t.Conn(st.RecvFrom), rtag, q, arrived)
+		sendErr, recvErr := ex.Exchange(ctx, tag, r.sendPs, r.t.Conn(st.RecvFrom), rtag, r.recvPs, arrived)
 		if recvErr == nil && st.Combine == Reduce && done < len(tmp) {
-			r.reduce(dst[done:], tmp[done:]) // only for an Exchange that does not report every arrival
+			r.reduceRange(seg, done, len(tmp), tmp) // only for an Exchange that does not report every arrival
 		}
 		if sendErr != nil || recvErr != nil {
 			var se, re error
@@ -298,6 +301,30 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 		}
 	}
 	return nil
+}
+
+// segPieces returns s as pieces, reusing ps's storage: its parts in the
+// vectored buffer, or its one slice of a plain buffer.
+func (r *run) segPieces(s Segment, ps [][]byte) [][]byte {
+	if r.inParts(s) {
+		return r.parts(s, ps)
+	}
+	return append(ps[:0], r.bytes(s))
+}
+
+// reduceRange folds tmp[from:to], bytes from..to of segment s as
+// received, into those bytes of s.
+func (r *run) reduceRange(s Segment, from, to int, tmp []byte) {
+	if !r.inParts(s) {
+		r.reduce(r.bytes(s)[from:to], tmp[from:to])
+		return
+	}
+	off := s.Off * r.esz
+	r.redPs = r.vec.pieces(off+from, off+to, r.redPs[:0])
+	for _, p := range r.redPs {
+		r.reduce(p, tmp[from:from+len(p)])
+		from += len(p)
+	}
 }
 
 type received struct{ step, slot int }

@@ -46,23 +46,26 @@ type Rendezvous interface {
 }
 
 // Exchanger is implemented by Conns that can move two messages at once in
-// the calling goroutine: Exchange sends p under tag on this Conn while it
-// receives the message under rtag from the Conn from into q, exactly as a
-// Send and a Recv running concurrently would, and returns once both are
-// done or either has failed (sendErr and recvErr say which). A direction
-// left unfinished by the other's failure fails too, with its link's
-// cause (one wrapping ErrClosed if its link had not failed already). arrived, if not nil, is called after each read with how
-// many bytes of q have been filled, so that the caller can use the front
-// of q while the rest arrives; it must not touch the links. CanExchange
-// reports whether Exchange works with from (say, both links run over the
-// same kind of socket); Exchange must only be called where it does.
+// the calling goroutine: Exchange sends the concatenation of p's pieces
+// under tag on this Conn while it receives the message under rtag from
+// the Conn from into q's pieces, in order, exactly as a SendVec and a
+// RecvVec running concurrently would (see Vectored), and returns once both
+// are done or either has failed (sendErr and recvErr say which). A
+// direction left unfinished by the other's failure fails too, with its
+// link's cause (one wrapping ErrClosed if its link had not failed
+// already). arrived, if not nil, is called after reads with how many bytes
+// of q have been filled, all pieces together, so that the caller can use
+// the front of q while the rest arrives; it must not touch the links.
+// CanExchange reports whether Exchange works with from (say, both links
+// run over the same kind of socket); Exchange must only be called where it
+// does.
 //
 // The communicator runs ring all-reduces step by step over such links,
-// without the pipelined executor's goroutine hand-offs (see
-// Comm.execute).
+// fused batches (AllreduceVec) included, without the pipelined executor's
+// goroutine hand-offs (see Comm.execute).
 type Exchanger interface {
 	CanExchange(from Conn) bool
-	Exchange(ctx context.Context, tag Tag, p []byte, from Conn, rtag Tag, q []byte, arrived func(n int)) (sendErr, recvErr error)
+	Exchange(ctx context.Context, tag Tag, p [][]byte, from Conn, rtag Tag, q [][]byte, arrived func(n int)) (sendErr, recvErr error)
 }
 
 // ReduceReceiver is implemented by Conns that may fold a message into a

@@ -304,21 +304,30 @@ func (c *blameConn) CanExchange(from collective.Conn) bool {
 // Exchange moves a message each way on the wrapped links (see
 // collective.Exchanger), reporting a peer that went away and counting
 // the bytes of each direction that completed.
-func (c *blameConn) Exchange(ctx context.Context, tag collective.Tag, p []byte, from collective.Conn, rtag collective.Tag, q []byte, arrived func(n int)) (sendErr, recvErr error) {
+func (c *blameConn) Exchange(ctx context.Context, tag collective.Tag, p [][]byte, from collective.Conn, rtag collective.Tag, q [][]byte, arrived func(n int)) (sendErr, recvErr error) {
 	sendErr, recvErr = c.Conn.(collective.Exchanger).Exchange(ctx, tag, p, unwrapBlame(from), rtag, q, arrived)
 	if sendErr != nil {
 		c.t.peerFailed(c.peer, sendErr)
 	} else {
-		c.sent.Add(int64(len(p)))
+		c.sent.Add(int64(piecesLen(p)))
 	}
 	if f, ok := from.(*blameConn); ok {
 		if recvErr != nil {
 			f.t.peerFailed(f.peer, recvErr)
 		} else {
-			f.recv.Add(int64(len(q)))
+			f.recv.Add(int64(piecesLen(q)))
 		}
 	}
 	return sendErr, recvErr
+}
+
+// piecesLen is the bytes of ps together.
+func piecesLen(ps [][]byte) int {
+	n := 0
+	for _, p := range ps {
+		n += len(p)
+	}
+	return n
 }
 
 // unwrapBlame returns the link a blameConn wraps, or c itself.

@@ -45,11 +45,11 @@ func formedConn(c collective.Conn) *conn {
 	return nil
 }
 
-// Exchange sends p under tag to c's peer while it receives the frame
-// under rtag from from's peer into q, in the calling goroutine (see
-// collective.Exchanger). It must only be called where CanExchange(from)
-// holds.
-func (c *conn) Exchange(ctx context.Context, tag collective.Tag, p []byte, from collective.Conn, rtag collective.Tag, q []byte, arrived func(n int)) (sendErr, recvErr error) {
+// Exchange sends the concatenation of p under tag to c's peer while it
+// receives the frame under rtag from from's peer into q's pieces in
+// order, in the calling goroutine (see collective.Exchanger), with no
+// copy of either. It must only be called where CanExchange(from) holds.
+func (c *conn) Exchange(ctx context.Context, tag collective.Tag, p [][]byte, from collective.Conn, rtag collective.Tag, q [][]byte, arrived func(n int)) (sendErr, recvErr error) {
 	f := formedConn(from)
 	sendErr, recvErr = c.ready(ctx, opSend), f.ready(ctx, opRecv)
 	if sendErr != nil || recvErr != nil { // nothing moved: a link that is fine stays so
@@ -65,7 +65,7 @@ func (c *conn) Exchange(ctx context.Context, tag collective.Tag, p []byte, from 
 	defer c.sendWatch.end()
 	f.recvWatch.begin(ctx)
 	defer f.recvWatch.end()
-	x := exchangeOp{sl: c.link.(*tcpLink), rl: f.link.(*tcpLink), q: q, arrived: arrived}
+	x := exchangeOp{sl: c.link.(*tcpLink), rl: f.link.(*tcpLink), q: q, qlen: frame.PartsLen(q), arrived: arrived}
 	x.sl.startSend(tag, p)
 	defer x.sl.endSend()
 	return x.run(rtag)
@@ -82,10 +82,12 @@ func (c *conn) notRun(op string) error {
 // exchangeOp is one Exchange in progress.
 type exchangeOp struct {
 	sl, rl   *tcpLink
-	q        []byte
+	q        [][]byte // where the received payload goes, in order
+	qlen     int      // the bytes of q's pieces together
 	arrived  func(int)
 	hdrGot   int  // bytes of the received header read
-	got      int  // bytes of q read
+	got      int  // bytes of q read, all pieces together
+	k, off   int  // the piece of q being filled, and its bytes read
 	hdrOK    bool // the header has been read and checked
 	sendDone bool
 	recvDone bool
@@ -111,7 +113,7 @@ type exchangeOp struct {
 // that it was closed here.
 func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 	var spin time.Duration
-	if len(x.q) <= pollMax {
+	if x.qlen <= pollMax {
 		spin = x.rl.r.spin
 	}
 	var idle time.Time
@@ -203,27 +205,40 @@ func (x *exchangeOp) recv(rtag collective.Tag, wait bool) (bool, error) {
 		if x.hdrGot < len(rl.rhdr) {
 			return n > 0, nil
 		}
-		if err := rl.c.checkHeader(rl.rhdr[:], rtag, len(x.q)); err != nil {
+		if err := rl.c.checkHeader(rl.rhdr[:], rtag, x.qlen); err != nil {
 			return false, err
 		}
 		x.hdrOK, progress, wait = true, true, false
-		if len(x.q) == 0 {
+		if x.qlen == 0 {
 			x.recvDone = true
 			return true, nil
 		}
 	}
-	n, err := rl.r.readSome(x.q[x.got:], wait)
-	if err != nil {
-		return false, rl.c.ioFail(opRecv, err)
-	}
-	if n > 0 {
+	// One read from the socket at most; pieces that what it brought
+	// (held in the read buffer) fills go on without another.
+	for {
+		for len(x.q[x.k]) == x.off {
+			x.k, x.off = x.k+1, 0
+		}
+		n, err := rl.r.readSome(x.q[x.k][x.off:], wait)
+		if err != nil {
+			return false, rl.c.ioFail(opRecv, err)
+		}
+		if n == 0 {
+			break
+		}
+		x.off += n
 		x.got += n
-		x.recvDone = x.got == len(x.q)
-		if x.arrived != nil {
-			x.arrived(x.got)
+		progress, wait = true, false
+		if x.got == x.qlen || !rl.r.buffered() {
+			break
 		}
 	}
-	return progress || n > 0, nil
+	x.recvDone = x.got == x.qlen
+	if progress && x.got > 0 && x.arrived != nil {
+		x.arrived(x.got)
+	}
+	return progress, nil
 }
 
 // waitBoth sleeps in ppoll(2) until the sending socket can take bytes or
@@ -256,28 +271,39 @@ const (
 	pollOut = 0x4
 )
 
-// startSend prepares the frame of tag and p for writeSome.
-func (l *tcpLink) startSend(tag collective.Tag, p []byte) {
-	frame.Put(&l.whdr, frame.Header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
-	l.wvec[0], l.wvec[1] = l.whdr[:], p
-	l.wleft = len(l.whdr) + len(p)
+// maxIov caps the pieces of one writev(2) (IOV_MAX on Linux).
+const maxIov = 1024
+
+// startSend prepares the frame of tag and p's pieces for writeSome.
+func (l *tcpLink) startSend(tag collective.Tag, p [][]byte) {
+	n := frame.PartsLen(p)
+	frame.Put(&l.whdr, frame.Header{Seq: tag.Seq, Step: tag.Step, Len: uint64(n)})
+	l.xvec = append(append(l.xvec[:0], l.whdr[:]), p...)
+	l.xk = 0
+	l.wleft = len(l.whdr) + n
 }
 
-// endSend drops the reference to the caller's payload.
-func (l *tcpLink) endSend() { l.wvec[1] = nil }
+// endSend drops the references to the caller's payload.
+func (l *tcpLink) endSend() {
+	clear(l.xvec)
+	l.xvec = l.xvec[:0]
+}
 
-// writeSome runs one writev of what is left of the frame in l.wvec: non
-// blocking, or with wait parked on the netpoller until the socket takes
-// some bytes. It returns how many it took.
+// writeSome runs one writev of what is left of the frame in l.xvec (up to
+// maxIov pieces of it): non blocking, or with wait parked on the
+// netpoller until the socket takes some bytes. It returns how many it
+// took.
 func (l *tcpLink) writeSome(wait bool) (int, error) {
 	if l.wrcErr != nil {
 		return 0, l.wrcErr
 	}
-	l.wiovn = 0
-	for _, b := range l.wvec {
+	l.wiov = l.wiov[:0]
+	for _, b := range l.xvec[l.xk:] {
+		if len(l.wiov) == maxIov {
+			break
+		}
 		if len(b) > 0 {
-			l.wiov[l.wiovn] = iovec(b)
-			l.wiovn++
+			l.wiov = append(l.wiov, iovec(b))
 		}
 	}
 	fn := l.writeFn
@@ -285,7 +311,7 @@ func (l *tcpLink) writeSome(wait bool) (int, error) {
 		fn = l.writeParkFn
 	}
 	err := l.wrc.Write(fn)
-	l.wiov = [2]syscall.Iovec{}
+	clear(l.wiov)
 	if err != nil {
 		return 0, err
 	}
@@ -296,10 +322,13 @@ func (l *tcpLink) writeSome(wait bool) (int, error) {
 		return 0, os.NewSyscallError("writev", l.werrno)
 	}
 	n := l.wn
-	for i := range l.wvec {
-		k := min(n, len(l.wvec[i]))
-		l.wvec[i] = l.wvec[i][k:]
+	for n > 0 || l.xk < len(l.xvec) && len(l.xvec[l.xk]) == 0 {
+		k := min(n, len(l.xvec[l.xk]))
+		l.xvec[l.xk] = l.xvec[l.xk][k:]
 		n -= k
+		if len(l.xvec[l.xk]) == 0 {
+			l.xk++
+		}
 	}
 	l.wleft -= l.wn
 	return l.wn, nil
@@ -320,7 +349,7 @@ func (l *tcpLink) writeOrPark(fd uintptr) bool {
 
 // writev runs one writev(2) of the pieces in l.wiov, retrying on EINTR.
 func (l *tcpLink) writev(fd uintptr) {
-	l.wn, l.werrno = vectorIO(syscall.SYS_WRITEV, fd, &l.wiov[0], l.wiovn)
+	l.wn, l.werrno = vectorIO(syscall.SYS_WRITEV, fd, &l.wiov[0], len(l.wiov))
 }
 
 // readSome puts bytes of the stream into p, which must not be empty: what

@@ -38,19 +38,43 @@ func fill(id, n int) []byte {
 // and empty ones; it checks every byte and what arrived was told. Small
 // exchanges run with polling as shipped and with a budget far beyond any
 // wait here.
+// Messages also go gathered from and scattered into pieces, of uneven
+// sizes and some empty, more than one writev takes (maxIov), cut
+// differently on the two sides.
 func TestExchangeRing(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		for _, size := range []int{0, 1, 100 << 10, 8 << 20} {
 			for _, spin := range []time.Duration{0, time.Hour} {
 				t.Run(fmt.Sprintf("n%d/%d/spin=%v", n, size, spin), func(t *testing.T) {
-					exchangeRing(t, n, size, spin)
+					exchangeRing(t, n, size, spin, 1)
 				})
 			}
 		}
 	}
+	for _, size := range []int{0, 5, 100 << 10, 8 << 20} {
+		t.Run(fmt.Sprintf("pieces/n3/%d", size), func(t *testing.T) {
+			exchangeRing(t, 3, size, 0, 3*maxIov/2)
+		})
+	}
 }
 
-func exchangeRing(t *testing.T, n, size int, spin time.Duration) {
+// cut splits p into k pieces of uneven sizes, some of them empty (k > 1),
+// with its own pattern for each seed.
+func cut(p []byte, k, seed int) [][]byte {
+	if k == 1 {
+		return [][]byte{p}
+	}
+	ps := make([][]byte, 0, k)
+	for i := range k - 1 {
+		w := (i*13 + seed*5) % 7 // 0..6 shares, 0: empty
+		n := min(len(p), len(p)*w/(3*k))
+		ps = append(ps, p[:n])
+		p = p[n:]
+	}
+	return append(ps, p)
+}
+
+func exchangeRing(t *testing.T, n, size int, spin time.Duration, pieces int) {
 	m := meshTuned(t, n, Config{NoSharedMemory: true}, tuning{spin: spin})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -64,8 +88,8 @@ func exchangeRing(t *testing.T, n, size int, spin time.Duration) {
 		}
 		wg.Go(func() {
 			q, last, calls := make([]byte, size), 0, 0
-			se, re := ex.Exchange(ctx, collective.Tag{Seq: 3, Step: uint32(r)}, fill(r, size),
-				from, collective.Tag{Seq: 3, Step: uint32(left)}, q, func(got int) {
+			se, re := ex.Exchange(ctx, collective.Tag{Seq: 3, Step: uint32(r)}, cut(fill(r, size), pieces, 1),
+				from, collective.Tag{Seq: 3, Step: uint32(left)}, cut(q, pieces, 2), func(got int) {
 					if got <= last || got > size {
 						errs[r] = fmt.Errorf("arrived(%d) after %d, of %d", got, last, size)
 					}
@@ -110,7 +134,7 @@ func TestExchangePeerGone(t *testing.T) {
 	ex, from := exchanger(t, m, 0, 1), m[0].Conn(2)
 	done := make(chan [2]error, 1)
 	go func() {
-		se, re := ex.Exchange(t.Context(), tag11, make([]byte, 32<<20), from, tag11, make([]byte, 8<<20), nil)
+		se, re := ex.Exchange(t.Context(), tag11, [][]byte{make([]byte, 32<<20)}, from, tag11, [][]byte{make([]byte, 8<<20)}, nil)
 		done <- [2]error{se, re}
 	}()
 	time.Sleep(20 * time.Millisecond) // usually in the middle by now; either way the result is the same
@@ -145,7 +169,7 @@ func exchangeDeadline(t *testing.T, spin time.Duration) {
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	se, re := ex.Exchange(ctx, tag11, make([]byte, 32<<20), from, tag11, make([]byte, 8), nil)
+	se, re := ex.Exchange(ctx, tag11, [][]byte{make([]byte, 32<<20)}, from, tag11, [][]byte{make([]byte, 8)}, nil)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("Exchange took %v past a 100 ms deadline", took)
 	}
@@ -164,7 +188,7 @@ func TestExchangeCancelledBefore(t *testing.T) {
 	ex, from := exchanger(t, m, 0, 1), m[0].Conn(1)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	se, re := ex.Exchange(ctx, tag11, make([]byte, 8), from, tag11, make([]byte, 8), nil)
+	se, re := ex.Exchange(ctx, tag11, [][]byte{make([]byte, 8)}, from, tag11, [][]byte{make([]byte, 8)}, nil)
 	if !errors.Is(se, context.Canceled) || !errors.Is(re, context.Canceled) {
 		t.Fatalf("send err = %v, recv err = %v, want both cancelled", se, re)
 	}
@@ -222,4 +246,88 @@ func TestAllreduceOverTCP(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAllreduceVecOverTCP runs fused all-reduces (AllreduceVec) of
+// thousands of uneven parts over TCP links, whose segments span more
+// parts than one writev takes, and checks that they exchanged step by step
+// and equal, bit for bit, the all-reduce of the same values in one buffer.
+func TestAllreduceVecOverTCP(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			const count = 300001
+			m := meshT(t, n, Config{NoSharedMemory: true})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			errs, exchanges := make([]error, n), make([]int, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				ct := &countingTransport{Transport: m[r], n: &exchanges[r]}
+				c := collective.NewComm(ct, collective.Options{SegmentBytes: 256 << 10})
+				wg.Go(func() { errs[r] = allreduceVecMatches(ctx, c, r, count, &exchanges[r]) })
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// allreduceVecMatches all-reduces count float32 values of rank r as one
+// buffer, then as parts of 1 to 60 elements, and compares the two; the
+// second must have exchanged (counted in exchanges).
+func allreduceVecMatches(ctx context.Context, c *collective.Comm, r, count int, exchanges *int) error {
+	want := make([]float32, count)
+	for i := range want {
+		want[i] = float32(i%997)*0.37 + float32(r)*1.1
+	}
+	whole := kernels.AsBytes(want)
+	got := bytes.Clone(whole)
+	if err := c.Allreduce(ctx, kernels.F32, whole, kernels.Sum, collective.ReduceOptions{}); err != nil {
+		return err
+	}
+	var parts [][]byte
+	for off, k := 0, 0; off < len(got); k++ {
+		n := min(len(got)-off, 4*(1+k*7%60))
+		parts = append(parts, got[off:off+n])
+		off += n
+	}
+	before := *exchanges
+	if err := c.AllreduceVec(ctx, kernels.F32, parts, kernels.Sum, collective.ReduceOptions{}); err != nil {
+		return err
+	}
+	if *exchanges == before {
+		return fmt.Errorf("the fused all-reduce of %d parts never called Exchange", len(parts))
+	}
+	if !bytes.Equal(got, whole) {
+		return fmt.Errorf("AllreduceVec of %d parts differs from Allreduce of one buffer", len(parts))
+	}
+	return nil
+}
+
+// countingTransport counts the Exchange calls made on its links.
+type countingTransport struct {
+	collective.Transport
+	n *int
+}
+
+func (t *countingTransport) Conn(peer int) collective.Conn {
+	return &countingConn{Conn: t.Transport.Conn(peer), n: t.n}
+}
+
+type countingConn struct {
+	collective.Conn
+	n *int
+}
+
+func (c *countingConn) CanExchange(from collective.Conn) bool {
+	return c.Conn.(collective.Exchanger).CanExchange(from.(*countingConn).Conn)
+}
+
+func (c *countingConn) Exchange(ctx context.Context, tag collective.Tag, p [][]byte, from collective.Conn, rtag collective.Tag, q [][]byte, arrived func(n int)) (error, error) {
+	*c.n++
+	return c.Conn.(collective.Exchanger).Exchange(ctx, tag, p, from.(*countingConn).Conn, rtag, q, arrived)
 }

@@ -55,6 +55,9 @@ func newInbound(nc *net.TCPConn, bufSize int, spin time.Duration) *inbound {
 	return in
 }
 
+// buffered reports whether the read buffer holds bytes not yet consumed.
+func (in *inbound) buffered() bool { return in.r < in.w }
+
 // readFull fills p, from the buffer first, then from the socket. poll says
 // whether socket reads may busy-poll.
 func (in *inbound) readFull(p []byte, poll bool) error {

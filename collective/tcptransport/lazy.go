@@ -165,6 +165,6 @@ func (l *lazyConn) CanExchange(from collective.Conn) bool {
 
 // Exchange moves a frame each way on the formed links (see
 // collective.Exchanger), which CanExchange found.
-func (l *lazyConn) Exchange(ctx context.Context, tag collective.Tag, p []byte, from collective.Conn, rtag collective.Tag, q []byte, arrived func(n int)) (sendErr, recvErr error) {
+func (l *lazyConn) Exchange(ctx context.Context, tag collective.Tag, p [][]byte, from collective.Conn, rtag collective.Tag, q [][]byte, arrived func(n int)) (sendErr, recvErr error) {
 	return l.t.slots[l.peer].formed.Load().Exchange(ctx, tag, p, from, rtag, q, arrived)
 }

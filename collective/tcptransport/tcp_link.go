@@ -36,12 +36,14 @@ type tcpLink struct {
 	wvs  [][]byte // sendVec's header and parts
 
 	// An Exchange's writes (see exchange.go): the socket's RawConn, the
-	// bytes of the frame left to write (in wvec), and the last writev.
+	// frame's header and payload pieces left to write (from xvec[xk]) and
+	// their bytes, and the last writev.
 	wrc    syscall.RawConn
 	wrcErr error // set if the socket could not be reached
+	xvec   [][]byte
+	xk     int
 	wleft  int
-	wiov   [2]syscall.Iovec
-	wiovn  int
+	wiov   []syscall.Iovec
 	wn     int
 	werrno error
 	// writeOnce and writeOrPark, bound once so that writes do not allocate.

@@ -23,6 +23,7 @@ type config struct {
 	csv        bool
 	label      string
 	via        string // comm or hvd (see job)
+	parts      int    // with comm: tensors per fused all-reduce (see commJob)
 }
 
 // plan returns warm-up calls, max samples and calls per sample for a size,

@@ -30,7 +30,7 @@ func TestParseSizes(t *testing.T) {
 // check, then "# done".
 func TestSweepCSV(t *testing.T) {
 	const n = 3
-	for _, via := range []string{"comm", "hvd"} {
+	for _, via := range []string{"comm", "hvd", "comm-parts"} {
 		t.Run(via, func(t *testing.T) {
 			cfg := config{sizes: []int{4096, 100000}, dtype: kernels.F32, op: kernels.Sum, iters: 3, warmup: 1,
 				budget: 0.01, warmBudget: 0.01, csv: true, label: "gorovod", via: via}
@@ -40,9 +40,12 @@ func TestSweepCSV(t *testing.T) {
 				if rt.Rank() == 0 {
 					w = &out
 				}
-				var j job = commJob{rt.Comm()}
-				if via == "hvd" {
+				var j job = &commJob{c: rt.Comm()}
+				switch via {
+				case "hvd":
 					j = &hvdJob{rt: rt}
+				case "comm-parts":
+					j = &commJob{c: rt.Comm(), parts: 7}
 				}
 				return sweep(context.Background(), j, cfg, w)
 			})

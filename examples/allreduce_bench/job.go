@@ -23,17 +23,40 @@ type job interface {
 	sumOf(ctx context.Context, xs []int64) error
 }
 
-// commJob runs everything on the communicator itself (-via comm).
-type commJob struct{ c *collective.Comm }
-
-func (j commJob) rank() int { return j.c.Rank() }
-func (j commJob) size() int { return j.c.Size() }
-
-func (j commJob) allreduce(ctx context.Context, dt kernels.DType, buf []byte, op kernels.Op) error {
-	return j.c.Allreduce(ctx, dt, buf, op, collective.ReduceOptions{})
+// commJob runs everything on the communicator itself (-via comm). With
+// parts > 1 the measured buffer is cut into that many tensors of nearly
+// equal size and reduced as one fused batch (AllreduceVec), as the
+// engine reduces a training step's gradients.
+type commJob struct {
+	c     *collective.Comm
+	parts int
+	ps    [][]byte
 }
 
-func (j commJob) proceed(ctx context.Context, local bool) (bool, error) {
+func (j *commJob) rank() int { return j.c.Rank() }
+func (j *commJob) size() int { return j.c.Size() }
+
+func (j *commJob) allreduce(ctx context.Context, dt kernels.DType, buf []byte, op kernels.Op) error {
+	if j.parts <= 1 {
+		return j.c.Allreduce(ctx, dt, buf, op, collective.ReduceOptions{})
+	}
+	j.ps = cutParts(buf, dt.Size(), j.parts, j.ps[:0])
+	return j.c.AllreduceVec(ctx, dt, j.ps, op, collective.ReduceOptions{})
+}
+
+// cutParts appends to ps the k pieces of buf, whole elements of esz bytes
+// each, nearly equal, and returns it (fewer when buf has fewer elements).
+func cutParts(buf []byte, esz, k int, ps [][]byte) [][]byte {
+	n := len(buf) / esz
+	k = max(1, min(k, n))
+	for i := range k {
+		lo, hi := n*i/k*esz, n*(i+1)/k*esz
+		ps = append(ps, buf[lo:hi])
+	}
+	return ps
+}
+
+func (j *commJob) proceed(ctx context.Context, local bool) (bool, error) {
 	flag := []uint8{0}
 	if local {
 		flag[0] = 1
@@ -42,13 +65,13 @@ func (j commJob) proceed(ctx context.Context, local bool) (bool, error) {
 	return flag[0] == 1, err
 }
 
-func (j commJob) barrier(ctx context.Context) error { return j.c.Barrier(ctx) }
+func (j *commJob) barrier(ctx context.Context) error { return j.c.Barrier(ctx) }
 
-func (j commJob) maxOf(ctx context.Context, xs []float64) error {
+func (j *commJob) maxOf(ctx context.Context, xs []float64) error {
 	return collective.Allreduce(ctx, j.c, xs, kernels.Max, collective.ReduceOptions{})
 }
 
-func (j commJob) sumOf(ctx context.Context, xs []int64) error {
+func (j *commJob) sumOf(ctx context.Context, xs []int64) error {
 	return collective.Allreduce(ctx, j.c, xs, kernels.Sum, collective.ReduceOptions{})
 }
 

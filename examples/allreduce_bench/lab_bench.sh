@@ -21,7 +21,12 @@
 #   PEERS="flat hier auto gloo ompi"   gorovod with --hierarchical-allreduce off / on / auto,
 #                          Gloo, Open MPI (pml ob1, btl tcp,self); "tls" is gorovod flat with
 #                          --tls (every TCP link inside TLS 1.3), not run unless named
-#                          (PEERS="flat tls" measures what TLS costs)
+#                          (PEERS="flat tls" measures what TLS costs); "alt" is gorovod flat
+#                          with the allreduce_bench binary $ALT_BENCH (another build, for A/B
+#                          pairs against "flat" in the same run), not run unless named
+#   BENCH_ARGS=            more arguments of every gorovod launch (e.g. "-parts 64": fused
+#                          batches of 64 tensors, as training gradients go)
+#   ALT_BENCH=             the binary of the "alt" peer (go build -o FILE ./examples/allreduce_bench)
 #   BUDGET=1.5 WARM_BUDGET=0.5   seconds of timed samples / warm-up per size (soft)
 #   RUN_TIMEOUT=240        hard limit per launch (s); a launch past it is killed and reported
 #   OUT=/tmp/gorovod-lab-bench   results.md, raw.tsv, logs/
@@ -41,6 +46,8 @@ WARM_BUDGET=${WARM_BUDGET:-0.5}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 OUT=${OUT:-/tmp/gorovod-lab-bench}
 GLOO_BENCH=${GLOO_BENCH:-$HERE/peers/gloo_allreduce.py}
+BENCH_ARGS=${BENCH_ARGS:-}
+ALT_BENCH=${ALT_BENCH:-}
 PY=/usr/bin/python3 # Debian's python3-torch is importable by Debian's python only
 
 T0=$(date +%s)
@@ -207,14 +214,18 @@ launch() {
 		hflag+=${hflag:+,}${HOST_ADDRS[h]}:$per
 	done
 	case $peer in
-	flat | hier | auto | tls)
-		local mode=off tls=--tls=false
+	flat | hier | auto | tls | alt)
+		local mode=off tls=--tls=false bench=$ROOT/bin/allreduce_bench
 		[ "$peer" = hier ] && mode=on
 		[ "$peer" = auto ] && mode=auto
 		[ "$peer" = tls ] && tls=--tls
-		# shellcheck disable=SC2086 # LAB_GORUN_ARGS is a word list
+		if [ "$peer" = alt ]; then
+			[ -x "$ALT_BENCH" ] || die "PEERS has alt but ALT_BENCH ($ALT_BENCH) is no executable"
+			bench=$ALT_BENCH
+		fi
+		# shellcheck disable=SC2086 # LAB_GORUN_ARGS and BENCH_ARGS are word lists
 		bounded "$logf" env PATH="$LAB_BIN_DIR:$PATH" "$ROOT/bin/gorun" -np "$n" -H "$hflag" $LAB_GORUN_ARGS \
-			--hierarchical-allreduce "$mode" "$tls" "$ROOT/bin/allreduce_bench" \
+			--hierarchical-allreduce "$mode" "$tls" "$bench" $BENCH_ARGS \
 			-sizes "$sizes" -csv -budget "$BUDGET" -warm-budget "$WARM_BUDGET" -label "gorovod-$peer"
 		;;
 	gloo)
@@ -229,7 +240,7 @@ launch() {
 			--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$LAB_SUBNET" --mca rtc ^hwloc \
 			"$MPI_BENCH" -l ompi-tcp -s "$sizes" -b "$BUDGET" -w "$WARM_BUDGET"
 		;;
-	*) die "unknown peer $peer (want flat, tls, hier, auto, gloo, ompi)" ;;
+	*) die "unknown peer $peer (want flat, tls, alt, hier, auto, gloo, ompi)" ;;
 	esac
 }
 
@@ -288,8 +299,8 @@ summary() {
 		vals[key] = vals[key] " " v; good[key]++; sizes[$1] = sizes[$1] " " $6 }
 	END {
 		np = split(peers, P, " ")
-		no = split("flat tls hier auto gloo ompi", order, " ")
-		names["flat"] = "gorovod (flat)"; names["tls"] = "gorovod (flat, --tls)"
+		no = split((index(" " peers " ", " alt ") ? "flat alt" : "flat") " tls hier auto gloo ompi", order, " ")
+		names["flat"] = "gorovod (flat)"; names["tls"] = "gorovod (flat, --tls)"; names["alt"] = "gorovod (flat, ALT_BENCH)"
 		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"
 		names["gloo"] = "Gloo"; names["ompi"] = "Open MPI TCP"
 		hdr = "| layout |"; sep = "|---|"

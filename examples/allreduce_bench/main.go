@@ -45,10 +45,14 @@ func run(args []string, getenv func(string) string, out io.Writer) error {
 	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default)")
 	inline := fs.Int("inline", 0, "largest buffer in bytes run inline, without pipelining goroutines (0: the library default)")
 	via := fs.String("via", "comm", "what the all-reduces go through: comm (the communicator itself) or hvd (the runtime's engine: a blocking hvd.Allreduce of a named tensor, negotiated)")
+	parts := fs.Int("parts", 1, "with -via comm, tensors the buffer is cut into and reduced as one fused batch (AllreduceVec), as training gradients are")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := config{warmup: *warmup, iters: *iters, budget: *budget, warmBudget: *warmBudget, csv: *csv, label: *label, via: *via}
+	cfg := config{warmup: *warmup, iters: *iters, budget: *budget, warmBudget: *warmBudget, csv: *csv, label: *label, via: *via, parts: *parts}
+	if *parts < 1 {
+		return fmt.Errorf("-parts: %d is not a positive count", *parts)
+	}
 	if *via != "comm" && *via != "hvd" {
 		return fmt.Errorf("-via: %q is neither comm nor hvd", *via)
 	}
@@ -115,5 +119,5 @@ func bench(ctx context.Context, hcfg hvd.Config, cfg config, out io.Writer) erro
 	if cfg.via == "hvd" {
 		return sweep(ctx, &hvdJob{rt: rt}, cfg, out)
 	}
-	return sweep(ctx, commJob{rt.Comm()}, cfg, out)
+	return sweep(ctx, &commJob{c: rt.Comm(), parts: cfg.parts}, cfg, out)
 }
