@@ -29,6 +29,11 @@ type tuning struct {
 	// while polling (spin not positive) polls first without yielding:
 	// automatic (see autoSpin) unless a test sets it.
 	quick time.Duration
+	// tcpSpin is how long a small Recv on a TCP link polls where spin is
+	// automatic and zero because this host has exactly one processor per
+	// rank and every rank of the job is on it (see tcpLook); zero
+	// otherwise.
+	tcpSpin time.Duration
 	// congestion names the congestion control of same-host connections:
 	// empty means sameHostCongestion, "-" the host's default.
 	congestion string
@@ -55,6 +60,16 @@ type tuning struct {
 // normalize fills in the shipped value of every setting left at zero, for
 // rank of a job whose ranks have addresses addrs, and turns the "none"
 // values into the zero that the code using them tests for.
+// tcpPoll is how long a small Recv on a TCP link busy-polls (see inbound):
+// spin where the host has processors to spare, tcpLook where it has one per
+// rank.
+func (t tuning) tcpPoll() time.Duration {
+	if t.spin > 0 {
+		return t.spin
+	}
+	return t.tcpSpin
+}
+
 func (t tuning) normalize(rank int, addrs []string) tuning {
 	if t.readBuf == 0 {
 		t.readBuf = recvBuffer
@@ -68,6 +83,9 @@ func (t tuning) normalize(rank int, addrs []string) tuning {
 	switch {
 	case t.spin == 0:
 		t.spin, t.quick = autoSpin(rank, addrs)
+		if t.spin == 0 && t.quick > 0 && localRanks(rank, addrs) == len(addrs) {
+			t.tcpSpin = tcpLook
+		}
 	case t.spin < 0:
 		t.spin = 0
 	}
