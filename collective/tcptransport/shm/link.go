@@ -131,7 +131,7 @@ func (l *Link) Send(tag collective.Tag, p []byte) error {
 	}
 	frame.Put(&l.whdr, frame.Header{Seq: tag.Seq, Step: tag.Step, Len: uint64(len(p))})
 	l.wparts = append(l.wparts[:0], l.whdr[:], p)
-	err := l.out.WriteVec(l.wparts, l.sendStopped)
+	err := l.out.WriteVec(l.wparts, l.poll, l.sendStopped)
 	clear(l.wparts) // hold on to no caller's buffer
 	return err
 }
@@ -146,7 +146,7 @@ func (l *Link) SendVec(tag collective.Tag, parts [][]byte) error {
 	}
 	frame.Put(&l.whdr, frame.Header{Seq: tag.Seq, Step: tag.Step, Len: uint64(frame.PartsLen(parts))})
 	l.wparts = append(append(l.wparts[:0], l.whdr[:]), parts...)
-	err := l.out.WriteVec(l.wparts, l.sendStopped)
+	err := l.out.WriteVec(l.wparts, l.poll, l.sendStopped)
 	clear(l.wparts)
 	return err
 }

@@ -68,7 +68,7 @@ func (l *Link) SendWait(tag collective.Tag, p []byte) error {
 	binary.LittleEndian.PutUint64(l.wdesc[8:16], id)
 	l.out.Post(id)
 	l.wparts = append(l.wparts[:0], l.whdr[:], l.wdesc[:])
-	err := l.out.WriteVec(l.wparts, l.sendStopped)
+	err := l.out.WriteVec(l.wparts, l.poll, l.sendStopped)
 	clear(l.wparts)
 	var how shmring.Outcome
 	if err == nil {
@@ -78,7 +78,7 @@ func (l *Link) SendWait(tag collective.Tag, p []byte) error {
 	}
 	if err == nil && how == shmring.Refused {
 		l.remoteMin = 0
-		err = l.out.Write(p, l.sendStopped)
+		err = l.out.Write(p, l.poll, l.sendStopped)
 	}
 	runtime.KeepAlive(p) // the receiver read it from this process's memory until now
 	return err

@@ -73,11 +73,24 @@ func (r *Ring) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off
 // u32 is the shared 32-bit word at offset off of the file.
 func (r *Ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
 
-// Write copies p into the ring, waiting for room as needed. stop is asked
-// after every sleep (at most ringNap) whether to give up; its error is
-// returned, with part of p perhaps written.
-func (r *Ring) Write(p []byte, stop func() error) error {
-	return r.WriteVec([][]byte{p}, stop)
+// Write copies p into the ring, waiting for room as needed: while the
+// ring is full it polls as pl says, then sleeps. stop is asked after every
+// sleep (at most ringNap) whether to give up; its error is returned, with
+// part of p perhaps written.
+//
+// The poll before each sleep matters most to a process that runs its Go
+// code on one processor (GOMAXPROCS=1, as hvd gives each of two ranks on
+// two processors): a goroutine asleep in futex(2) keeps that processor
+// until the Go runtime's monitor takes it back, so the goroutine of the
+// same process that would read the peer's ring, and so let the peer make
+// room here, waits too. Polling yields to it first. Two ranks on the
+// 2-CPU test VM, GOMAXPROCS=1, medians of three interleaved launches:
+// 16 MiB all-reduce 2041 µs sleeping at once against 1307 polling first,
+// 64 MiB 15.4 against 7.4 ms (GOMAXPROCS=2, sleeping at once: 1812 µs and
+// 8.4 ms); 4 KiB to 4 MiB unchanged, and at four ranks 1 MiB to 64 MiB
+// 1.07-1.12× faster.
+func (r *Ring) Write(p []byte, pl Poll, stop func() error) error {
+	return r.WriteVec([][]byte{p}, pl, stop)
 }
 
 // WriteVec is Write of the parts one after the other, published to the
@@ -85,8 +98,8 @@ func (r *Ring) Write(p []byte, stop func() error) error {
 // reader's side one update of the head and one signal, not one per part.
 // A long one is still published every Piece, and before the writer
 // sleeps for room.
-func (r *Ring) WriteVec(parts [][]byte, stop func() error) error {
-	published := r.pos
+func (r *Ring) WriteVec(parts [][]byte, pl Poll, stop func() error) error {
+	published, polled := r.pos, false
 	for _, p := range parts {
 		for len(p) > 0 {
 			tail := atomic.LoadUint64(r.u64(offTail))
@@ -97,6 +110,12 @@ func (r *Ring) WriteVec(parts [][]byte, stop func() error) error {
 					published = r.pos
 					continue // the reader may have made room meanwhile
 				}
+				if pl.Spin > 0 && !polled {
+					polled = true
+					r.poll(offTail, tail, pl, func() bool { return false }, stop)
+					continue
+				}
+				polled = false
 				if err := r.sleep(offRseq, offWwaiting, func() bool {
 					return atomic.LoadUint64(r.u64(offTail)) == tail
 				}, stop); err != nil {

@@ -56,7 +56,7 @@ func streamWraps(t *testing.T, capacity int) {
 			done := make(chan error, 1)
 			go func() {
 				for _, m := range msgs {
-					if err := w.Write(m, noStop); err != nil {
+					if err := w.Write(m, Poll{Spin: spin, Yield: yield}, noStop); err != nil {
 						done <- err
 						return
 					}
@@ -98,7 +98,7 @@ func randomMessages(sizes []int) [][]byte {
 func TestReadDrainsThenGone(t *testing.T) {
 	for _, spin := range []time.Duration{0, time.Hour} {
 		w, r := pair(t)
-		if err := w.Write([]byte("last words"), noStop); err != nil {
+		if err := w.Write([]byte("last words"), Poll{}, noStop); err != nil {
 			t.Fatal(err)
 		}
 		gone := func() bool { return true }
@@ -112,8 +112,9 @@ func TestReadDrainsThenGone(t *testing.T) {
 	}
 }
 
-// TestStopEndsWaits: a Write waiting for room and a Read waiting for data
-// end with stop's error once stop reports one and the sleeper is woken.
+// TestStopEndsWaits: a Write waiting for room (polling first, with an
+// hour's budget) and a Read waiting for data end with stop's error once
+// stop reports one and the sleeper is woken.
 func TestStopEndsWaits(t *testing.T) {
 	w, _ := pair(t) // nobody reads: the writer fills the ring and waits
 	_, r := pair(t) // nobody writes: the reader waits
@@ -126,7 +127,7 @@ func TestStopEndsWaits(t *testing.T) {
 		return nil
 	}
 	wrote, read := make(chan error, 1), make(chan error, 1)
-	go func() { wrote <- w.Write(make([]byte, w.Capacity()+1), stop) }()
+	go func() { wrote <- w.Write(make([]byte, w.Capacity()+1), Poll{Spin: time.Hour, Yield: true}, stop) }()
 	go func() { read <- r.Read(make([]byte, 1), Poll{}, never, stop) }()
 	time.Sleep(20 * time.Millisecond)
 	stopped.Store(true)
@@ -164,7 +165,7 @@ func TestWriteVec(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for _, ps := range parts {
-			if err := w.WriteVec(ps, noStop); err != nil {
+			if err := w.WriteVec(ps, Poll{}, noStop); err != nil {
 				done <- err
 				return
 			}
@@ -196,7 +197,7 @@ func TestReadFunc(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for _, m := range msgs {
-			if err := w.Write(m, noStop); err != nil {
+			if err := w.Write(m, Poll{}, noStop); err != nil {
 				done <- err
 				return
 			}
