@@ -69,8 +69,10 @@ func Start(t testing.TB, bin string) *Browser {
 		"--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
 		"--user-data-dir="+t.TempDir(), "--window-size=1400,1000", "about:blank")
 	// /usr/bin/chromium is a shell script: its process group is killed,
-	// browser and all.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// browser and all. The script execs the browser, which the kernel
+	// also kills if the test binary dies without cleaning up (a killed
+	// go test left browsers running before).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
