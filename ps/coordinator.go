@@ -104,6 +104,14 @@ type CoordinatorConfig struct {
 	// staleness bound there, so that the others do not wait for it. It
 	// runs on its own goroutine; Stop waits for it.
 	OnWorkerLost func(index int)
+	// OnWorkerIdle, if set, is called with a worker's index when the
+	// worker asks for a step and the queue has none, once until it is
+	// handed a step again: Run drops it from the servers' staleness bound
+	// there, since a worker with nothing to run cannot catch up, and one
+	// ahead of it would otherwise wait for it until the servers' op
+	// timeout. The worker counts again from its next Pull. It runs on its
+	// own goroutine; Stop waits for it.
+	OnWorkerIdle func(index int)
 }
 
 // String describes the config without its secret.
@@ -149,7 +157,8 @@ func (c CoordinatorConfig) GoString() string { return c.String() }
 // safe for concurrent use.
 type Coordinator struct {
 	onLost     func(index int) // CoordinatorConfig.OnWorkerLost
-	lost       sync.WaitGroup  // running onLost calls
+	onIdle     func(index int) // CoordinatorConfig.OnWorkerIdle
+	lost       sync.WaitGroup  // running onLost and onIdle calls
 	hb         time.Duration
 	guard      *auth.Guard
 	log        *slog.Logger
@@ -198,6 +207,7 @@ type coordMember struct {
 	replaced bool   // a newer incarnation took its index
 	told     bool   // heard that the chief stopped
 	polls    uint64 // Next calls received; only the latest may take a step
+	idle     bool   // found the queue empty since it was last handed a step (onIdle called)
 }
 
 // NewCoordinator validates cfg and prepares a coordinator; it does not
@@ -225,6 +235,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		onLost:   cfg.OnWorkerLost,
+		onIdle:   cfg.OnWorkerIdle,
 		hb:       hb,
 		guard:    guard,
 		log:      log,
@@ -602,6 +613,20 @@ func (c *Coordinator) dropLocked(m *coordMember, why string) {
 	}
 }
 
+// idleLocked tells onIdle, once per idle spell, that m asks for a step
+// and the queue has none.
+func (c *Coordinator) idleLocked(m *coordMember) {
+	if m.idle || c.onIdle == nil || c.stopped || !m.alive {
+		return
+	}
+	m.idle = true
+	c.lost.Add(1)
+	go func(index int) {
+		defer c.lost.Done()
+		c.onIdle(index)
+	}(m.id.Index)
+}
+
 // requeueLocked puts the steps m runs back at the front of the queue.
 func (c *Coordinator) requeueLocked(m *coordMember) int {
 	if len(m.running) == 0 {
@@ -770,8 +795,10 @@ func (v *coordService) Next(remote string, r *coordNextReq) (*coordAnswer, error
 		if s := c.popLocked(); s != nil {
 			s.owner = m
 			m.running[s.id] = s
+			m.idle = false
 			return &coordAnswer{Kind: coordAnsStep, HeartbeatTimeout: c.hb, ID: s.id, Name: s.name, Args: s.args}, nil
 		}
+		c.idleLocked(m)
 		changed := c.changed
 		c.mu.Unlock()
 		select {

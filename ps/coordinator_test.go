@@ -476,6 +476,60 @@ func TestCoordinatorOnWorkerLost(t *testing.T) {
 	}
 }
 
+// OnWorkerIdle hears once of a worker that asks for a step while the
+// queue is empty, not again while it stays idle, and again after it was
+// handed a step and finds the queue empty once more; never after Stop.
+func TestCoordinatorOnWorkerIdle(t *testing.T) {
+	coordCheckLeaks(t)
+	idle := make(chan int, 8)
+	c := startCoordinator(t, CoordinatorConfig{HeartbeatTimeout: 2 * time.Second, OnWorkerIdle: func(i int) { idle <- i }})
+	w := manualWorker(t, c.Addr(), 2, 1)
+	ask := func() *coordAnswer {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), coordBound)
+		defer cancel()
+		a, err := w.request(ctx, "Next", &coordNextReq{Worker: w.id, Wait: 50 * time.Millisecond}, time.Second)
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		return a
+	}
+	expect := func(what string, want bool) {
+		t.Helper()
+		select {
+		case i := <-idle:
+			if !want {
+				t.Errorf("%s: OnWorkerIdle(%d), want no call", what, i)
+			} else if i != 2 {
+				t.Errorf("%s: OnWorkerIdle(%d), want 2", what, i)
+			}
+		case <-time.After(300 * time.Millisecond):
+			if want {
+				t.Errorf("%s: OnWorkerIdle was not called", what)
+			}
+		}
+	}
+	if a := ask(); a.Kind != coordAnsNothing {
+		t.Fatalf("Next on an empty queue: kind %v", a.Kind)
+	}
+	expect("first ask on an empty queue", true)
+	ask()
+	expect("asking again while idle", false)
+	c.Schedule("x", nil)
+	a := ask()
+	if a.Kind != coordAnsStep {
+		t.Fatalf("Next with a queued step: kind %v", a.Kind)
+	}
+	expect("handed a step", false)
+	if err := w.report(a.ID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	ask()
+	expect("empty queue after a step", true)
+	c.Stop()
+	expect("after Stop", false)
+}
+
 // A new incarnation of a worker index replaces the old one: the old one's
 // step goes to the queue, its result is discarded even while the step is
 // still pending, and it is told it was replaced.

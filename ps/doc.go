@@ -94,7 +94,11 @@
 // counts from its first Pull or Push (starting at the slowest active
 // clock, so a late joiner holds nobody back) until it is unheard for
 // ServerConfig.OpTimeout or the chief calls Client.Drop on it; the chief
-// (WorkerID -1) never waits and is never waited for.
+// (WorkerID -1) never waits and is never waited for. Under Run the chief
+// drops a worker it lost, and a worker that asks for a step while the
+// queue is empty (CoordinatorConfig.OnWorkerIdle): with nothing to run it
+// cannot catch up, and a worker ahead of it would wait until the op
+// timeout.
 //
 // # Coordinator
 //

@@ -146,18 +146,23 @@ func runChief(ctx context.Context, job *Job, p Program) error {
 		return err
 	}
 	defer closeClient(client, job)
-	coord, err := NewCoordinator(CoordinatorConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
-		HeartbeatTimeout: p.HeartbeatTimeout, OnWorkerLost: func(index int) {
-			// A lost worker no longer holds the others back at the
-			// staleness bound (the servers would wait the op timeout).
-			if p.Staleness > 0 {
-				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := client.Drop(dctx, index); err != nil {
-					job.Logger.Warn("ps: could not drop a lost worker from the staleness bound", "worker", index, "err", err)
-				}
+	// A lost worker, and one with no step to run, no longer holds the
+	// others back at the staleness bound: the servers would wait for it
+	// until their op timeout. An idle worker counts again from its next
+	// Pull, at the slowest active worker's clock.
+	drop := func(index int, why string) {
+		if p.Staleness > 0 {
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := client.Drop(dctx, index); err != nil {
+				job.Logger.Warn("ps: could not drop a worker from the staleness bound", "worker", index, "why", why, "err", err)
 			}
-		}})
+		}
+	}
+	coord, err := NewCoordinator(CoordinatorConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Logger: job.Logger,
+		HeartbeatTimeout: p.HeartbeatTimeout,
+		OnWorkerLost:     func(index int) { drop(index, "lost") },
+		OnWorkerIdle:     func(index int) { drop(index, "idle") }})
 	if err != nil {
 		return err
 	}

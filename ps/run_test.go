@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,4 +150,88 @@ func TestWatchServersFailsTheCoordinator(t *testing.T) {
 		t.Errorf("watchServers returned %v, want server 1's ServerError", se)
 	}
 	t.Logf("the coordinator failed %v after the server stopped", took)
+}
+
+// TestStalenessIdleWorkerHoldsNobodyBack: with a staleness bound of 1 and
+// 3 workers, the chief runs one step at a time (each waited for before the
+// next is scheduled), so the steps fall to the workers by chance and one
+// soon runs 2 ahead of another that has no step to run. That idle worker
+// must not hold the busy one back: the job finishes, every step once,
+// where it used to wait for the idle worker until the servers' op timeout
+// (10 minutes). Then chunks of 4 steps, as examples/mnist schedules them.
+func TestStalenessIdleWorkerHoldsNobodyBack(t *testing.T) {
+	secret := psSecret(t)
+	var waits atomic.Int64
+	_, addrs := startPS(t, 2, secret, 1, func() { waits.Add(1) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, single, chunks = 3, 300, 30
+	base := Job{Workers: workers, Servers: len(addrs), ChiefAddr: ln.Addr().String(), ServerAddrs: addrs, Secret: secret, OpTimeout: time.Hour}
+	var ran [workers]atomic.Int64
+	p := Program{
+		Staleness: 1,
+		Steps: map[string]StepFunc{"step": func(ctx context.Context, w *WorkerContext, _ []byte) ([]byte, error) {
+			vals := map[string][]float64{"v": make([]float64, 4)}
+			if _, err := w.Client.Pull(ctx, vals); err != nil {
+				return nil, err
+			}
+			ran[w.Index].Add(1)
+			return nil, w.Client.Push(ctx, map[string][]float64{"v": {1, 1, 1, 1}})
+		}},
+		Chief: func(ctx context.Context, c *Chief) error {
+			part, _ := FixedShardsPartitioner(2)
+			if err := c.Client.Create(ctx, []Variable{{Name: "v", Shape: []int{4}, Value: make([]float64, 4)}}, part, Optimizer{Kind: "sgd", LR: 1}); err != nil {
+				return err
+			}
+			for i := range single {
+				if _, err := c.Schedule("step", nil).Wait(ctx); err != nil {
+					return fmt.Errorf("step %d alone: %w", i, err)
+				}
+			}
+			for i := range chunks {
+				rvs := make([]*RemoteValue, 4)
+				for k := range rvs {
+					rvs[k] = c.Schedule("step", nil)
+				}
+				for _, rv := range rvs {
+					if _, err := rv.Wait(ctx); err != nil {
+						return fmt.Errorf("chunk %d: %w", i, err)
+					}
+				}
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	chiefJob := base
+	chiefJob.Role, chiefJob.Listener = jobenv.RoleChief, ln
+	errs := make(chan error, workers+1)
+	go func() { errs <- runChief(ctx, &chiefJob, p) }()
+	for i := range workers {
+		wj := base
+		wj.Role, wj.Rank, wj.Index = jobenv.RoleWorker, 1+i, i
+		go func() { errs <- runWorker(ctx, &wj, p) }()
+	}
+	for range workers + 1 {
+		if err := <-errs; err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("the job stalled for 30 s (a busy worker waits at the staleness bound for an idle one): %v", err)
+			}
+			t.Fatal(err)
+		}
+	}
+	total := int64(0)
+	for i := range ran {
+		total += ran[i].Load()
+	}
+	if total != single+4*chunks {
+		t.Errorf("%d steps ran, want %d", total, single+4*chunks)
+	}
+	if waits.Load() == 0 {
+		t.Error("no Pull was held at the staleness bound: the test did not exercise it")
+	}
+	t.Logf("steps per worker: %d %d %d; pulls held at the bound: %d", ran[0].Load(), ran[1].Load(), ran[2].Load(), waits.Load())
 }
