@@ -45,6 +45,12 @@ func (h *Handle) Name() string { return h.name }
 
 // Done is closed when the operation has finished.
 func (h *Handle) Done() <-chan struct{} {
+	if h.fin.Load() {
+		// Finished: closed, even in the moment before finish closes a
+		// channel that an earlier Done made, so that a caller who has
+		// seen the operation end (Wait returned) finds Done closed.
+		return *closedDone
+	}
 	if c := h.done.Load(); c != nil {
 		return *c
 	}
