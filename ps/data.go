@@ -135,14 +135,13 @@ func (s *Server) serveData(c net.Conn) {
 				return
 			}
 			s.push(t, g, worker)
-			s.served.bytesIn.Add(int64(n))
 			s.handlers.Leave()
 			if s.dataAnswer(c, dataOK, 0, nil) != nil {
 				return
 			}
 			continue
 		}
-		ok, err := s.clocks.await(worker, min(max(wait, 0), srvMaxWait), s.stopping, s.waiting)
+		ok, err := s.clocks.await(worker, min(max(wait, 0), srvMaxWait), s.stopping, s.onWait)
 		if err != nil {
 			s.handlers.Leave()
 			s.dataAnswer(c, dataError, 0, []byte(fmt.Sprintf("%v: server %d is stopping", ErrStopped, s.cfg.Index)))
@@ -157,8 +156,6 @@ func (s *Server) serveData(c net.Conn) {
 		}
 		raw = s.values(t, raw[:0], wire)
 		step := s.pushes.Load()
-		s.served.pulls.Add(1)
-		s.served.bytesOut.Add(int64(len(raw)))
 		s.handlers.Leave()
 		if s.dataAnswer(c, dataOK, step, raw) != nil {
 			return

@@ -77,31 +77,3 @@ func (j *Job) workerSeries(client *Client, steps int64, took time.Duration) {
 		rendezvous.MetricPoint{Step: global, Name: "ps/staleness", Value: float64(staleness), Runtime: true},
 	)
 }
-
-// serverSeriesPeriod is how often a parameter server run by Run publishes
-// its series.
-const serverSeriesPeriod = time.Second
-
-// serverSeries publishes a parameter server's own series, at its step
-// (the pushes it applied):
-//
-//	ps/server_pushes     Pushes applied
-//	ps/server_pulls      Pulls answered with values
-//	ps/server_bytes_in   gradient bytes of those Pushes, as sent
-//	ps/server_bytes_out  value bytes of those Pulls, as sent
-//	ps/server_held       Pulls that waited at the staleness bound
-//	ps/server_workers    workers the staleness bound counts now (with a bound only)
-func (j *Job) serverSeries(s *Server) {
-	step := s.pushes.Load()
-	pts := []rendezvous.MetricPoint{
-		{Step: step, Name: "ps/server_pushes", Value: float64(step), Runtime: true},
-		{Step: step, Name: "ps/server_pulls", Value: float64(s.served.pulls.Load()), Runtime: true},
-		{Step: step, Name: "ps/server_bytes_in", Value: float64(s.served.bytesIn.Load()), Runtime: true},
-		{Step: step, Name: "ps/server_bytes_out", Value: float64(s.served.bytesOut.Load()), Runtime: true},
-		{Step: step, Name: "ps/server_held", Value: float64(s.served.held.Load()), Runtime: true},
-	}
-	if s.cfg.Staleness > 0 {
-		pts = append(pts, rendezvous.MetricPoint{Step: step, Name: "ps/server_workers", Value: float64(s.clocks.active()), Runtime: true})
-	}
-	j.pub.Add(pts...)
-}

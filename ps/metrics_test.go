@@ -13,9 +13,8 @@ import (
 )
 
 // TestTaskMetrics: under a rendezvous that takes metrics (gorun's), the
-// chief's LogScalars, each worker's own series (steps, pushes, pulls,
-// global step, staleness) and the server's (pushes, pulls, bytes in and
-// out, Pulls held, workers counted) arrive under their ranks.
+// chief's LogScalars and each worker's own series (steps, pushes, pulls,
+// global step, staleness) arrive under their ranks.
 func TestTaskMetrics(t *testing.T) {
 	secret := psSecret(t)
 	type key struct {
@@ -24,7 +23,7 @@ func TestTaskMetrics(t *testing.T) {
 	}
 	var mu sync.Mutex
 	got := map[key]rendezvous.MetricPoint{}
-	rsrv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: 3, Hosts: make([]string, 3),
+	rsrv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: 2, Hosts: make([]string, 2),
 		OnMetrics: func(rank int, pts []rendezvous.MetricPoint) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -50,22 +49,24 @@ func TestTaskMetrics(t *testing.T) {
 		return metricpush.New(c, rank, nil)
 	}
 
-	srvLn, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0", Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := Job{Workers: 1, Servers: 1, ChiefAddr: ln.Addr().String(), ServerAddrs: []string{srvLn.Addr().String()}, Secret: secret, OpTimeout: time.Minute}
-	chiefJob, workerJob, serverJob := base, base, base
+	base := Job{Workers: 1, Servers: 1, ChiefAddr: ln.Addr().String(), ServerAddrs: []string{srv.Addr()}, Secret: secret, OpTimeout: time.Minute}
+	chiefJob, workerJob := base, base
 	chiefJob.Role, chiefJob.Listener, chiefJob.pub = jobenv.RoleChief, ln, pusher(0)
 	workerJob.Role, workerJob.Rank, workerJob.pub = jobenv.RoleWorker, 1, pusher(1)
-	serverJob.Role, serverJob.Rank, serverJob.Listener, serverJob.pub = jobenv.RolePS, 2, srvLn, pusher(2)
 	const steps = 3
 	p := Program{
-		Staleness: 2,
 		Steps: map[string]StepFunc{"train": func(ctx context.Context, w *WorkerContext, _ []byte) ([]byte, error) {
 			vals := map[string][]float64{}
 			if _, err := w.Client.Pull(ctx, vals); err != nil {
@@ -89,8 +90,7 @@ func TestTaskMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	workerErr, serverErr := make(chan error, 1), make(chan error, 1)
-	go func() { serverErr <- runServer(ctx, &serverJob, p) }()
+	workerErr := make(chan error, 1)
 	go func() { workerErr <- runWorker(ctx, &workerJob, p) }()
 	if err := runChief(ctx, &chiefJob, p); err != nil {
 		t.Fatal(err)
@@ -98,12 +98,8 @@ func TestTaskMetrics(t *testing.T) {
 	if err := <-workerErr; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-serverErr; err != nil { // the chief shut it down
-		t.Fatal(err)
-	}
 	chiefJob.pub.Close()
 	workerJob.pub.Close()
-	serverJob.pub.Close()
 	mu.Lock()
 	defer mu.Unlock()
 	if l := got[key{0, "loss"}]; l.Step != steps || l.Value != 0.5 || l.Runtime {
@@ -118,23 +114,8 @@ func TestTaskMetrics(t *testing.T) {
 	if p := got[key{1, "ps/step_seconds"}]; p.Value <= 0 {
 		t.Errorf("the worker's ps/step_seconds: %+v", p)
 	}
-	// The server's last points, published as it ended: 3 Pushes of one
-	// float64 (the default wire), and the worker's 3 Pulls besides the
-	// attach and the chief's, each answering one value.
-	for name, check := range map[string]func(float64) bool{
-		"ps/server_pushes":    func(v float64) bool { return v == steps },
-		"ps/server_bytes_in":  func(v float64) bool { return v == steps*8 },
-		"ps/server_pulls":     func(v float64) bool { return v >= steps },
-		"ps/server_bytes_out": func(v float64) bool { return v >= steps*8 },
-		"ps/server_held":      func(v float64) bool { return v == 0 },
-		"ps/server_workers":   func(v float64) bool { return v <= 1 },
-	} {
-		if p, ok := got[key{2, name}]; !ok || !check(p.Value) || !p.Runtime || p.Step != steps {
-			t.Errorf("the server's %s: %+v (seen %v)", name, p, ok)
-		}
-	}
-	if chiefJob.DroppedScalars() != 0 || workerJob.DroppedScalars() != 0 || serverJob.DroppedScalars() != 0 {
-		t.Errorf("dropped %d, %d, %d", chiefJob.DroppedScalars(), workerJob.DroppedScalars(), serverJob.DroppedScalars())
+	if chiefJob.DroppedScalars() != 0 || workerJob.DroppedScalars() != 0 {
+		t.Errorf("dropped %d, %d", chiefJob.DroppedScalars(), workerJob.DroppedScalars())
 	}
 }
 

@@ -79,21 +79,14 @@ func Run(ctx context.Context, p Program) error {
 	defer job.Close()
 	switch job.Role {
 	case jobenv.RolePS:
-		return runServer(ctx, job, p)
+		return Serve(ctx, ServerConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Index: job.Index,
+			Logger: job.Logger, Staleness: p.Staleness, OpTimeout: job.OpTimeout})
 	case jobenv.RoleWorker:
 		return runWorker(ctx, job, p)
 	case jobenv.RoleChief:
 		return runChief(ctx, job, p)
 	}
 	return fmt.Errorf("ps: Run: unexpected role %q", job.Role)
-}
-
-// runServer serves this task's parameters until the chief shuts the
-// servers down, publishing the server's series to gorun every
-// serverSeriesPeriod (metrics.go).
-func runServer(ctx context.Context, job *Job, p Program) error {
-	return serve(ctx, ServerConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Index: job.Index,
-		Logger: job.Logger, Staleness: p.Staleness, OpTimeout: job.OpTimeout}, serverSeriesPeriod, job.serverSeries)
 }
 
 // runWorker attaches to the servers before its first step (the chief

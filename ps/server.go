@@ -108,7 +108,6 @@ type Server struct {
 
 	pushes atomic.Int64 // the step: pushes applied (Load sets it)
 	clocks *srvClocks
-	served srvServed // for the task's metrics (Run publishes them)
 
 	mu      sync.Mutex
 	spawned bool
@@ -117,23 +116,6 @@ type Server struct {
 	table   *srvTable // set once by Create, then read-only
 
 	onWait func() // test hook: a Pull starts waiting for the staleness bound
-}
-
-// srvServed counts what a server answered, for its metrics.
-type srvServed struct {
-	pulls    atomic.Int64 // Pulls answered with values
-	bytesIn  atomic.Int64 // gradient bytes of the Pushes applied, as sent
-	bytesOut atomic.Int64 // value bytes of the Pulls answered, as sent
-	held     atomic.Int64 // Pulls that waited at the staleness bound
-}
-
-// waiting counts a Pull held at the staleness bound, then runs the test
-// hook.
-func (s *Server) waiting() {
-	s.served.held.Add(1)
-	if s.onWait != nil {
-		s.onWait()
-	}
 }
 
 // srvTable is what Create gave a server: the whole layout, the optimizer,
@@ -271,12 +253,6 @@ func (s *Server) Stop() {
 // Shutdown it gives its clients up to a second to hang up first, so that
 // the answer to Shutdown reaches its caller.
 func Serve(ctx context.Context, cfg ServerConfig) error {
-	return serve(ctx, cfg, 0, nil)
-}
-
-// serve is Serve that also calls tick with the server every period while
-// it serves, and once more as it ends (none if tick is nil).
-func serve(ctx context.Context, cfg ServerConfig, period time.Duration, tick func(*Server)) error {
 	s, err := NewServer(cfg)
 	if err != nil {
 		if cfg.Listener != nil {
@@ -289,23 +265,12 @@ func serve(ctx context.Context, cfg ServerConfig, period time.Duration, tick fun
 		return err
 	}
 	defer s.Stop()
-	var ticks <-chan time.Time
-	if tick != nil {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		defer tick(s)
-		ticks = t.C
-	}
-	for {
-		select {
-		case <-ticks:
-			tick(s)
-		case <-s.Done():
-			s.live.WaitEmpty(ctx, srvShutdownLinger)
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case <-s.Done():
+		s.live.WaitEmpty(ctx, srvShutdownLinger)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -513,7 +478,7 @@ func (v *srvService) Pull(r *srvPullReq) (*srvPullResp, error) {
 	if !r.Wire.valid() {
 		return nil, fmt.Errorf("%w: Pull: unknown wire type %d", ErrBadRequest, int(r.Wire))
 	}
-	ok, err := s.clocks.await(r.Worker, min(max(r.Wait, 0), srvMaxWait), s.stopping, s.waiting)
+	ok, err := s.clocks.await(r.Worker, min(max(r.Wait, 0), srvMaxWait), s.stopping, s.onWait)
 	if err != nil {
 		return nil, fmt.Errorf("%w: server %d is stopping", ErrStopped, s.cfg.Index)
 	}
@@ -521,8 +486,6 @@ func (v *srvService) Pull(r *srvPullReq) (*srvPullResp, error) {
 		return &srvPullResp{}, nil
 	}
 	buf := s.values(t, make([]byte, 0, t.bytes/8*r.Wire.size()), r.Wire)
-	s.served.pulls.Add(1)
-	s.served.bytesOut.Add(int64(len(buf)))
 	return &srvPullResp{Ready: true, Step: s.pushes.Load(), Values: buf}, nil
 }
 
@@ -575,7 +538,6 @@ func (v *srvService) Push(r *srvPushReq) error {
 		return fmt.Errorf("%w: Push carries %d bytes of %v gradients, server %d holds %d values (%d bytes)", ErrBadRequest, len(r.Grads), r.Wire, s.cfg.Index, t.bytes/8, want)
 	}
 	s.push(t, srvGrads(r.Grads, r.Wire), r.Worker)
-	s.served.bytesIn.Add(int64(len(r.Grads)))
 	return nil
 }
 
@@ -759,20 +721,6 @@ type srvWorker struct {
 
 func newSrvClocks(k int, timeout time.Duration) *srvClocks {
 	return &srvClocks{k: int64(k), timeout: timeout, workers: make(map[int]*srvWorker), changed: make(chan struct{})}
-}
-
-// active counts the workers the bound waits for now.
-func (c *srvClocks) active() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.expireLocked(time.Now())
-	n := 0
-	for _, wk := range c.workers {
-		if wk.active {
-			n++
-		}
-	}
-	return n
 }
 
 // heardLocked marks w heard now, activating it if it was not active.
