@@ -163,11 +163,14 @@ func linkSeries(s metrics.Series) (base, peer string, ok bool) {
 	if s.Kind != metrics.Runtime {
 		return "", "", false
 	}
-	b, p, ok := metrics.SplitLink(s.Name)
-	if !ok {
-		return "", "", false
+	for _, prefix := range []string{metrics.LinkSentPrefix, metrics.LinkRecvPrefix} {
+		if p, found := strings.CutPrefix(s.Name, prefix); found {
+			if _, err := strconv.Atoi(p); err == nil {
+				return strings.TrimSuffix(prefix, "/"), p, true
+			}
+		}
 	}
-	return b, strconv.Itoa(p), true
+	return "", "", false
 }
 
 func writeHeader(w *bufio.Writer, name, typ, help string) {

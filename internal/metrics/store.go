@@ -25,28 +25,11 @@ const (
 	CommShareName     = "hvd/comm_share"
 	DroppedPointsName = "hvd/dropped_points"
 	// LinkSentPrefix starts the names of the per-link series: the bytes
-	// a rank sent to peer P are "hvd/link_sent_bytes/P" (in the Store the
-	// peer is in the name, as Point has no labels; metrics.jsonl and
-	// /metrics give it a field and a label of its own, see SplitLink);
-	// "hvd/link_recv_bytes/P" likewise.
+	// a rank sent to peer P are "hvd/link_sent_bytes/P" (the peer is in
+	// the name, as Point has no labels); "hvd/link_recv_bytes/P" likewise.
 	LinkSentPrefix = "hvd/link_sent_bytes/"
 	LinkRecvPrefix = "hvd/link_recv_bytes/"
 )
-
-// SplitLink splits the name of a per-link runtime series,
-// hvd/link_sent_bytes/P or hvd/link_recv_bytes/P, into the name without
-// the peer ("hvd/link_sent_bytes") and the peer P; ok is false for any
-// other name.
-func SplitLink(name string) (base string, peer int, ok bool) {
-	for _, prefix := range []string{LinkSentPrefix, LinkRecvPrefix} {
-		if p, found := strings.CutPrefix(name, prefix); found {
-			if n, err := strconv.Atoi(p); err == nil && n >= 0 {
-				return strings.TrimSuffix(prefix, "/"), n, true
-			}
-		}
-	}
-	return "", 0, false
-}
 
 // Config bounds a Store. Zero fields take the defaults.
 type Config struct {

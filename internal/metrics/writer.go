@@ -19,10 +19,8 @@ const FlushInterval = time.Second
 
 // Writer writes points and events to a file as JSON lines (metrics.jsonl):
 // a point is a Point's JSON ({"rank":0,"host":"a","step":10,"time":...,
-// "kind":"scalar","name":"loss","value":0.5}), where a per-link series
-// names its peer in a field of its own ({..."name":"hvd/link_sent_bytes",
-// "peer":1,...}; see SplitLink), and an event is an Event's JSON inside
-// {"event":{...}}. It buffers, flushes every FlushInterval and
+// "kind":"scalar","name":"loss","value":0.5}), an event is an Event's
+// JSON inside {"event":{...}}. It buffers, flushes every FlushInterval and
 // on Close, and stops writing, with one warning in the log, before the
 // file would pass its limit. Its methods are safe for concurrent use.
 type Writer struct {
@@ -95,31 +93,12 @@ func (w *Writer) flushLocked() {
 	}
 }
 
-// linkPoint is how a point of a per-link series appears in the file: its
-// name without the peer, and the peer.
-type linkPoint struct {
-	Rank  int       `json:"rank"`
-	Host  string    `json:"host,omitempty"`
-	Step  int64     `json:"step"`
-	Time  time.Time `json:"time"`
-	Kind  Kind      `json:"kind"`
-	Name  string    `json:"name"`
-	Peer  int       `json:"peer"`
-	Value float64   `json:"value"`
-}
-
 // WritePoints writes one line per point.
 func (w *Writer) WritePoints(points []Point) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i := range points {
-		var v any = &points[i]
-		if p := &points[i]; p.Kind == Runtime {
-			if base, peer, ok := SplitLink(p.Name); ok {
-				v = linkPoint{Rank: p.Rank, Host: p.Host, Step: p.Step, Time: p.Time, Kind: p.Kind, Name: base, Peer: peer, Value: p.Value}
-			}
-		}
-		if !w.writeLocked(v) {
+		if !w.writeLocked(&points[i]) {
 			return
 		}
 	}
@@ -163,21 +142,15 @@ func (w *Writer) writeLocked(v any) bool {
 // nonFinite returns a point whose value JSON cannot hold as a map with the
 // value as a string ("NaN", "+Inf", "-Inf"); other values as they are.
 func nonFinite(v any) any {
-	switch p := v.(type) {
-	case *Point:
-		type alias Point
-		return struct {
-			*alias
-			Value string `json:"value"`
-		}{(*alias)(p), fmt.Sprint(p.Value)}
-	case linkPoint:
-		type alias linkPoint
-		return struct {
-			alias
-			Value string `json:"value"`
-		}{alias(p), fmt.Sprint(p.Value)}
+	p, ok := v.(*Point)
+	if !ok {
+		return v
 	}
-	return v
+	type alias Point
+	return struct {
+		*alias
+		Value string `json:"value"`
+	}{(*alias)(p), fmt.Sprint(p.Value)}
 }
 
 // Written is how many bytes the Writer has accepted (buffered or written).
