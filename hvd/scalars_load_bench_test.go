@@ -32,7 +32,10 @@ import (
 // alternating order cancels its drift); the same for the control pairs
 // (off/off-%, the noise that is left, whose spread says how far to
 // trust overhead-%); the calls per second the "on" blocks made on rank
-// 0; and the points dropped.
+// 0; and the points dropped. The points are sent every ScalarInterval
+// whatever the block, so part of the cost of sending and receiving them
+// lands in blocks without calls and cancels out of the pairs: overhead-%
+// is the calls' cost and what of the rest fell in their own block.
 func BenchmarkLogScalarsInSteps(b *testing.B) {
 	const (
 		n       = 4
