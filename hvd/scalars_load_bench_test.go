@@ -17,21 +17,30 @@ import (
 // BenchmarkLogScalarsInSteps is the cost of LogScalars in a training
 // loop: 4 ranks of an in-process job, whose metrics go through a real
 // rendezvous server, run steps of a little computing and an all-reduce
-// of 256 Ki float32. Blocks of steps alternate between a loop without
-// LogScalars and one that calls it (4 scalars a call) about 10,000 times
-// a second on every rank (after each step, the calls that the time in
-// "on" steps so far owes). It reports the median step time of each kind
-// of block (off-ns/step, on-ns/step), the median ratio of an "on"
-// block's step time to the mean of the "off" blocks either side of it,
-// minus one, in percent (overhead-%: neighbours cancel the drift of a
-// loaded machine), the same for each "off" block against the one before
-// (off/off-%, the noise that is left), the calls per second the "on" blocks made on rank 0,
-// and the points
-// dropped.
+// of 256 Ki float32. The steps go in blocks of 16, and the blocks in
+// groups of 4: two blocks that make a pair "on" and "off" (in one order
+// in even groups, the other in odd ones), in which "on" calls LogScalars
+// (4 scalars a call) about 10,000 times a second on every rank (after
+// each step, the calls that the time in "on" steps so far owes) and "off"
+// does not; then two "off" blocks, a control pair measured the same way
+// (the first against the second in even groups, the other way round in
+// odd ones).
+// It reports the median step time of "on" and "off" blocks
+// (on-ns/step, off-ns/step); the median over the pairs of the difference
+// of a pair's two blocks relative to its "off" block, in percent
+// (overhead-%: neighbours share the load of a loaded machine, and the
+// alternating order cancels its drift); the same for the control pairs
+// (off/off-%, the noise that is left, whose spread says how far to
+// trust overhead-%); the calls per second the "on" blocks made on rank
+// 0; and the points dropped. The points are sent every ScalarInterval
+// whatever the block, so part of the cost of sending and receiving them
+// lands in blocks without calls and cancels out of the pairs: overhead-%
+// is the calls' cost and what of the rest fell in their own block.
 func BenchmarkLogScalarsInSteps(b *testing.B) {
 	const (
 		n       = 4
 		block   = 16      // steps per block
+		group   = 4       // blocks per group: an on/off pair, then an off/off pair
 		rate    = 10_000  // LogScalars calls per second per rank, in "on" blocks
 		elems   = 1 << 18 // all-reduced float32 per step
 		compute = 1 << 16 // float64 multiply-adds per step
@@ -53,8 +62,14 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 		}
 		return rt.Allreduce(ctx, hvd.NewTensor("grad", x), kernels.Average, hvd.ReduceOptions{})
 	}
-	var calls atomic.Int64 // rank 0's
-	var on, off []time.Duration
+	// on says whether block k logs: the first of the group's pair in even
+	// groups, the second in odd ones; never the control pair.
+	on := func(k int) bool {
+		pos, g := k%group, k/group
+		return pos < 2 && pos == g%2
+	}
+	var calls atomic.Int64     // rank 0's
+	var blocks []time.Duration // rank 0's step time in each block
 	var onTime time.Duration
 	run := func(steps int, measure bool) {
 		each(b, rts, func(r int, rt *hvd.Runtime) error {
@@ -63,7 +78,7 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 			var logged time.Duration // time in "on" steps so far
 			blockStart := time.Now()
 			for i := range steps {
-				logging := measure && (i/block)%2 == 1
+				logging := measure && on(i/block)
 				t0 := time.Now()
 				if err := step(rt, x); err != nil {
 					return err
@@ -83,13 +98,11 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 				}
 				d := time.Since(blockStart) / block
 				blockStart = time.Now()
-				switch {
-				case !measure:
-				case logging:
-					on = append(on, d)
-					onTime += d * block
-				default:
-					off = append(off, d)
+				if measure {
+					blocks = append(blocks, d)
+					if logging {
+						onTime += d * block
+					}
 				}
 			}
 			if r == 0 {
@@ -99,9 +112,8 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 		})
 	}
 	run(2*block, false) // warm-up: connections, buffers, the step time
-	steps := max(b.N, 4*block)
-	steps -= steps % (2 * block)
-	steps += block // end on an "off" block
+	steps := max(b.N, 2*group*block)
+	steps -= steps % (group * block) // whole groups
 	b.ResetTimer()
 	run(steps, true)
 	b.StopTimer()
@@ -110,26 +122,29 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if len(on) == 0 || len(off) == 0 {
-		b.Fatalf("%d blocks on, %d off", len(on), len(off))
+	var onBlocks, offBlocks []time.Duration
+	var pairs, control []float64
+	for g := 0; g+group <= len(blocks); g += group {
+		a, c := blocks[g], blocks[g+1] // the on/off pair, "on" first in even groups
+		if !on(g) {
+			a, c = c, a
+		}
+		onBlocks, offBlocks = append(onBlocks, a), append(offBlocks, c, blocks[g+2], blocks[g+3])
+		pairs = append(pairs, float64(a-c)/float64(c))
+		x, y := blocks[g+2], blocks[g+3] // the control pair, in the order of the other
+		if !on(g) {
+			x, y = y, x
+		}
+		control = append(control, float64(x-y)/float64(y))
 	}
-	// Each "on" block against the mean of the "off" blocks either side of
-	// it, which cancels the drift of a loaded machine; and, for the noise
-	// that is left, each "off" block against the one before it.
-	var ratios, control []float64
-	for i := 0; i < len(on) && i+1 < len(off); i++ {
-		ratios = append(ratios, 2*float64(on[i])/float64(off[i]+off[i+1]))
-		control = append(control, float64(off[i+1])/float64(off[i]))
+	if len(pairs) < 2 {
+		b.Fatalf("%d blocks: too few for pairs", len(blocks))
 	}
-	if len(ratios) == 0 {
-		b.Fatalf("%d blocks on, %d off", len(on), len(off))
-	}
-	slices.Sort(ratios)
-	slices.Sort(control)
-	b.ReportMetric(float64(median(off).Nanoseconds()), "off-ns/step")
-	b.ReportMetric(float64(median(on).Nanoseconds()), "on-ns/step")
-	b.ReportMetric(100*(ratios[len(ratios)/2]-1), "overhead-%")
-	b.ReportMetric(100*(control[len(control)/2]-1), "off/off-%")
+	b.ReportMetric(float64(median(offBlocks).Nanoseconds()), "off-ns/step")
+	b.ReportMetric(float64(median(onBlocks).Nanoseconds()), "on-ns/step")
+	b.ReportMetric(100*medianFloat(pairs), "overhead-%")
+	b.ReportMetric(100*medianFloat(control), "off/off-%")
+	b.ReportMetric(float64(len(pairs)), "pairs")
 	b.ReportMetric(float64(calls.Load())/onTime.Seconds(), "calls/s")
 	var dropped int64
 	for _, rt := range rts {
@@ -139,6 +154,17 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 	if received.Load() == 0 {
 		b.Fatal("no point reached the server")
 	}
+}
+
+// medianFloat is the median of xs (the mean of the middle two of an even
+// count).
+func medianFloat(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // median is the median of ds (the upper one of an even count).

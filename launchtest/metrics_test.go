@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
 // TestMetricsDir: gorun --metrics-dir leaves metrics.jsonl with every
-// step's scalars of both ranks of a job, their runtime series and the
-// ranks' exits, each line a JSON object.
+// step's scalars of both ranks of a job, their runtime series (the
+// per-link ones with the peer in a field peer) and the ranks' exits, each
+// line a JSON object.
 func TestMetricsDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
 	r := run(t, command(context.Background(), nil, bin(t, "gorun"), "-np", "2", "--metrics-dir", dir, bin(t, "metricsrank")))
@@ -27,6 +30,7 @@ func TestMetricsDir(t *testing.T) {
 		Step  int64   `json:"step"`
 		Kind  string  `json:"kind"`
 		Name  string  `json:"name"`
+		Peer  *int    `json:"peer"`
 		Value float64 `json:"value"`
 		Event *struct {
 			Rank int    `json:"rank"`
@@ -51,7 +55,12 @@ func TestMetricsDir(t *testing.T) {
 			t.Errorf("line %q: rank or host wrong", sc.Text())
 		case l.Kind == "scalar" && l.Name == "loss":
 			loss[l.Rank][l.Step] = l.Value
+		case l.Kind == "runtime" && l.Peer != nil:
+			last[l.Rank][l.Name+" peer "+strconv.Itoa(*l.Peer)] = l
 		case l.Kind == "runtime":
+			if strings.HasPrefix(l.Name, "hvd/link_") {
+				t.Errorf("line %q: a link series without a peer field", sc.Text())
+			}
 			last[l.Rank][l.Name] = l
 		}
 	}
@@ -70,13 +79,78 @@ func TestMetricsDir(t *testing.T) {
 		if l := last[rank]["hvd/allreduce_bytes"]; l.Value != 50*4096*4 {
 			t.Errorf("rank %d: hvd/allreduce_bytes %v, want %d", rank, l.Value, 50*4096*4)
 		}
-		for _, name := range []string{"hvd/step_seconds", "hvd/comm_share", "hvd/link_sent_bytes/" + string(rune('1'-rank))} {
+		for _, name := range []string{"hvd/step_seconds", "hvd/comm_share", "hvd/link_sent_bytes peer " + strconv.Itoa(1-rank), "hvd/link_recv_bytes peer " + strconv.Itoa(1-rank)} {
 			if _, ok := last[rank][name]; !ok {
 				t.Errorf("rank %d: no %s", rank, name)
 			}
 		}
 		if !exits[rank] {
 			t.Errorf("rank %d: no exit event", rank)
+		}
+	}
+}
+
+// TestPSServerMetrics: in a parameter-server job under gorun --ps 2 -np 2
+// --metrics-dir, each server's own series reach gorun's store and so
+// metrics.jsonl, under its rank (3 and 4): its step, the pushes and pulls
+// it served (at least one push per step the chief counts done, every
+// worker's step pushing to both servers), the bytes in and out, and the
+// push staleness of each worker with the worker's rank in the field peer.
+func TestPSServerMetrics(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	r := run(t, command(context.Background(), nil, append([]string{bin(t, "gorun"), "--ps", "2", "-np", "2", "--log-level", "warn", "--metrics-dir", dir},
+		psMnist(t, "-epochs", "1")...)...))
+	mustSucceed(t, "gorun --ps 2 -np 2 --metrics-dir", r)
+	done := stepsDone(t, r.stdout)
+	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type line struct {
+		Rank  int     `json:"rank"`
+		Step  int64   `json:"step"`
+		Kind  string  `json:"kind"`
+		Name  string  `json:"name"`
+		Peer  *int    `json:"peer"`
+		Value float64 `json:"value"`
+	}
+	last := map[int]map[string]line{3: {}, 4: {}}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		if !strings.HasPrefix(l.Name, "ps/server_") {
+			continue
+		}
+		if l.Rank != 3 && l.Rank != 4 || l.Kind != "runtime" {
+			t.Fatalf("line %q: a server's series under rank %d, kind %q", sc.Text(), l.Rank, l.Kind)
+		}
+		name := l.Name
+		if l.Peer != nil {
+			name += " peer " + strconv.Itoa(*l.Peer)
+		}
+		last[l.Rank][name] = l
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for rank, got := range last {
+		step, pushes := got["ps/server_step"], got["ps/server_pushes"]
+		if pushes.Value < float64(done) || step.Value != pushes.Value || step.Step != int64(step.Value) {
+			t.Errorf("server rank %d: last ps/server_step %+v, ps/server_pushes %+v; want both the same, at least the %d steps done", rank, step, pushes, done)
+		}
+		for _, name := range []string{"ps/server_pulls", "ps/server_bytes_in", "ps/server_bytes_out"} {
+			if got[name].Value <= 0 {
+				t.Errorf("server rank %d: last %s %+v, want > 0", rank, name, got[name])
+			}
+		}
+		for _, worker := range []int{1, 2} {
+			if l, ok := got["ps/server_push_staleness peer "+strconv.Itoa(worker)]; !ok || l.Value < 0 {
+				t.Errorf("server rank %d: push staleness of worker rank %d: %+v (present %t)", rank, worker, l, ok)
+			}
 		}
 	}
 }

@@ -134,7 +134,7 @@ func (s *Server) serveData(c net.Conn) {
 				s.handlers.Leave()
 				return
 			}
-			s.push(t, g, worker)
+			s.push(t, g, worker, int(n))
 			s.handlers.Leave()
 			if s.dataAnswer(c, dataOK, 0, nil) != nil {
 				return
@@ -156,6 +156,7 @@ func (s *Server) serveData(c net.Conn) {
 		}
 		raw = s.values(t, raw[:0], wire)
 		step := s.pushes.Load()
+		s.served.pulled(worker, len(raw), step)
 		s.handlers.Leave()
 		if s.dataAnswer(c, dataOK, step, raw) != nil {
 			return

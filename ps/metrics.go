@@ -1,6 +1,7 @@
 package ps
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,3 +78,35 @@ func (j *Job) workerSeries(client *Client, steps int64, took time.Duration) {
 		rendezvous.MetricPoint{Step: global, Name: "ps/staleness", Value: float64(staleness), Runtime: true},
 	)
 }
+
+// serverSeries publishes a parameter server's own series (Run gives it
+// the server's Stats every second while they change, and at the end), at
+// the server's step:
+//
+//	ps/server_step                 the server's step: pushes applied (or loaded)
+//	ps/server_pushes               pushes it applied
+//	ps/server_pulls                pulls it answered with values
+//	ps/server_bytes_in             bytes of the gradients pushed to it
+//	ps/server_bytes_out            bytes of the values it answered
+//	ps/server_push_staleness/P     for the worker of rank P, the staleness of
+//	                               its last push here: the pushes of others
+//	                               applied between its last Pull and the push
+func (j *Job) serverSeries(st ServerStats) {
+	pts := make([]rendezvous.MetricPoint, 0, 5+len(st.Staleness))
+	add := func(name string, v int64) {
+		pts = append(pts, rendezvous.MetricPoint{Step: st.Step, Name: name, Value: float64(v), Runtime: true})
+	}
+	add("ps/server_step", st.Step)
+	add("ps/server_pushes", st.Pushes)
+	add("ps/server_pulls", st.Pulls)
+	add("ps/server_bytes_in", st.BytesIn)
+	add("ps/server_bytes_out", st.BytesOut)
+	for w, v := range st.Staleness {
+		add(metricsPSStaleness+strconv.Itoa(1+w), v) // worker w is rank 1+w
+	}
+	j.pub.Add(pts...)
+}
+
+// metricsPSStaleness is metrics.PSPushStalenessPrefix (ps does not import
+// gorun's internal/metrics).
+const metricsPSStaleness = "ps/server_push_staleness/"

@@ -8,13 +8,16 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/internal/metricpush"
+	"github.com/gorovod/gorovod/internal/metrics"
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // TestTaskMetrics: under a rendezvous that takes metrics (gorun's), the
-// chief's LogScalars and each worker's own series (steps, pushes, pulls,
-// global step, staleness) arrive under their ranks.
+// chief's LogScalars, each worker's own series (steps, pushes, pulls,
+// global step, staleness) and the server's (step, pushes and pulls
+// served, bytes in and out, each worker's push staleness) arrive under
+// their ranks.
 func TestTaskMetrics(t *testing.T) {
 	secret := psSecret(t)
 	type key struct {
@@ -23,7 +26,7 @@ func TestTaskMetrics(t *testing.T) {
 	}
 	var mu sync.Mutex
 	got := map[key]rendezvous.MetricPoint{}
-	rsrv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: 2, Hosts: make([]string, 2),
+	rsrv, err := rendezvous.NewServer(rendezvous.ServerConfig{Addr: "127.0.0.1:0", Secret: secret, Size: 3, Hosts: make([]string, 3),
 		OnMetrics: func(rank int, pts []rendezvous.MetricPoint) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -49,22 +52,19 @@ func TestTaskMetrics(t *testing.T) {
 		return metricpush.New(c, rank, nil)
 	}
 
-	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0", Secret: secret})
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := Job{Workers: 1, Servers: 1, ChiefAddr: ln.Addr().String(), ServerAddrs: []string{srv.Addr()}, Secret: secret, OpTimeout: time.Minute}
-	chiefJob, workerJob := base, base
+	base := Job{Workers: 1, Servers: 1, ChiefAddr: ln.Addr().String(), ServerAddrs: []string{sln.Addr().String()}, Secret: secret, OpTimeout: time.Minute}
+	chiefJob, workerJob, serverJob := base, base, base
 	chiefJob.Role, chiefJob.Listener, chiefJob.pub = jobenv.RoleChief, ln, pusher(0)
 	workerJob.Role, workerJob.Rank, workerJob.pub = jobenv.RoleWorker, 1, pusher(1)
+	serverJob.Role, serverJob.Rank, serverJob.pub = jobenv.RolePS, 2, pusher(2)
 	const steps = 3
 	p := Program{
 		Steps: map[string]StepFunc{"train": func(ctx context.Context, w *WorkerContext, _ []byte) ([]byte, error) {
@@ -90,7 +90,10 @@ func TestTaskMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	workerErr := make(chan error, 1)
+	workerErr, serverErr := make(chan error, 1), make(chan error, 1)
+	go func() {
+		serverErr <- serve(ctx, ServerConfig{Listener: sln, Secret: secret, OpTimeout: time.Minute}, serverJob.serverSeries)
+	}()
 	go func() { workerErr <- runWorker(ctx, &workerJob, p) }()
 	if err := runChief(ctx, &chiefJob, p); err != nil {
 		t.Fatal(err)
@@ -98,8 +101,12 @@ func TestTaskMetrics(t *testing.T) {
 	if err := <-workerErr; err != nil {
 		t.Fatal(err)
 	}
+	if err := <-serverErr; err != nil { // the chief shut it down
+		t.Fatal(err)
+	}
 	chiefJob.pub.Close()
 	workerJob.pub.Close()
+	serverJob.pub.Close()
 	mu.Lock()
 	defer mu.Unlock()
 	if l := got[key{0, "loss"}]; l.Step != steps || l.Value != 0.5 || l.Runtime {
@@ -114,8 +121,17 @@ func TestTaskMetrics(t *testing.T) {
 	if p := got[key{1, "ps/step_seconds"}]; p.Value <= 0 {
 		t.Errorf("the worker's ps/step_seconds: %+v", p)
 	}
-	if chiefJob.DroppedScalars() != 0 || workerJob.DroppedScalars() != 0 {
-		t.Errorf("dropped %d, %d", chiefJob.DroppedScalars(), workerJob.DroppedScalars())
+	// The server's own series, at its step: the worker's 3 pushes and
+	// pulls of one float64 each (the chief's Create is neither), and the
+	// worker's staleness, 0 as it was alone.
+	for name, v := range map[string]float64{"ps/server_step": steps, "ps/server_pushes": steps, "ps/server_pulls": steps,
+		"ps/server_bytes_in": 8 * steps, "ps/server_bytes_out": 8 * steps, metrics.PSPushStalenessPrefix + "1": 0} {
+		if p, ok := got[key{2, name}]; !ok || p.Value != v || !p.Runtime || p.Step != steps {
+			t.Errorf("the server's %s: %+v (seen %v), want %v at step %d", name, p, ok, v, steps)
+		}
+	}
+	if chiefJob.DroppedScalars() != 0 || workerJob.DroppedScalars() != 0 || serverJob.DroppedScalars() != 0 {
+		t.Errorf("dropped %d, %d, %d", chiefJob.DroppedScalars(), workerJob.DroppedScalars(), serverJob.DroppedScalars())
 	}
 }
 
@@ -133,5 +149,29 @@ func TestStaleness(t *testing.T) {
 	k.pulled(15)
 	if _, _, _, st := k.snapshot(); st != 0 {
 		t.Errorf("staleness %d after only its own push, want 0", st)
+	}
+}
+
+// TestServedStaleness: a server counts, for each worker, the pushes of
+// others it applied between the worker's last Pull and its push, less the
+// worker's own pushes since that Pull; a push before any Pull, and the
+// chief's calls (worker -1), set none.
+func TestServedStaleness(t *testing.T) {
+	var c srvServed
+	c.pushed(0, 8, 0) // before any Pull of worker 0: unknown
+	c.pulled(0, 16, 1)
+	c.pulled(1, 16, 1)
+	c.pushed(1, 8, 1) // nothing since its Pull at 1
+	c.pushed(0, 8, 2) // worker 1's push since its Pull at 1
+	c.pushed(0, 8, 3) // and its own, which does not count
+	c.pulled(-1, 16, 4)
+	c.pushed(-1, 8, 4)
+	var st ServerStats
+	c.read(&st)
+	if st.Pushes != 5 || st.Pulls != 3 || st.BytesIn != 40 || st.BytesOut != 48 {
+		t.Errorf("counts %+v", st)
+	}
+	if len(st.Staleness) != 2 || st.Staleness[0] != 1 || st.Staleness[1] != 0 {
+		t.Errorf("staleness %v, want map[0:1 1:0]", st.Staleness)
 	}
 }

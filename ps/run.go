@@ -79,8 +79,8 @@ func Run(ctx context.Context, p Program) error {
 	defer job.Close()
 	switch job.Role {
 	case jobenv.RolePS:
-		return Serve(ctx, ServerConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Index: job.Index,
-			Logger: job.Logger, Staleness: p.Staleness, OpTimeout: job.OpTimeout})
+		return serve(ctx, ServerConfig{Listener: job.Listener, Secret: job.Secret, TLS: job.TLS, Index: job.Index,
+			Logger: job.Logger, Staleness: p.Staleness, OpTimeout: job.OpTimeout}, job.serverSeries) // metrics.go
 	case jobenv.RoleWorker:
 		return runWorker(ctx, job, p)
 	case jobenv.RoleChief:

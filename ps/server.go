@@ -108,6 +108,7 @@ type Server struct {
 
 	pushes atomic.Int64 // the step: pushes applied (Load sets it)
 	clocks *srvClocks
+	served srvServed // for Stats
 
 	mu      sync.Mutex
 	spawned bool
@@ -253,6 +254,16 @@ func (s *Server) Stop() {
 // Shutdown it gives its clients up to a second to hang up first, so that
 // the answer to Shutdown reaches its caller.
 func Serve(ctx context.Context, cfg ServerConfig) error {
+	return serve(ctx, cfg, nil)
+}
+
+// statsEvery is how often a server of a job gives its Stats to gorun's
+// metrics (Run).
+const statsEvery = time.Second
+
+// serve is Serve; report, if not nil, gets the server's Stats every
+// statsEvery while they change, and once more as it returns.
+func serve(ctx context.Context, cfg ServerConfig, report func(ServerStats)) error {
 	s, err := NewServer(cfg)
 	if err != nil {
 		if cfg.Listener != nil {
@@ -265,12 +276,42 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 	defer s.Stop()
+	if report != nil {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go s.report(report, stop, done)
+		defer func() { // after the linger: what the last Pushes and Pulls served
+			close(stop)
+			<-done
+		}()
+	}
 	select {
 	case <-s.Done():
 		s.live.WaitEmpty(ctx, srvShutdownLinger)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// report gives f the server's Stats every statsEvery when they changed
+// since the last, and once more when stop closes ("ps-server-stats").
+func (s *Server) report(f func(ServerStats), stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(statsEvery)
+	defer t.Stop()
+	var last ServerStats
+	for {
+		select {
+		case <-t.C:
+		case <-stop:
+			f(s.Stats())
+			return
+		}
+		st := s.Stats()
+		if st.Step != last.Step || st.Pushes != last.Pushes || st.Pulls != last.Pulls {
+			f(st)
+			last = st
+		}
 	}
 }
 
@@ -486,7 +527,9 @@ func (v *srvService) Pull(r *srvPullReq) (*srvPullResp, error) {
 		return &srvPullResp{}, nil
 	}
 	buf := s.values(t, make([]byte, 0, t.bytes/8*r.Wire.size()), r.Wire)
-	return &srvPullResp{Ready: true, Step: s.pushes.Load(), Values: buf}, nil
+	step := s.pushes.Load()
+	s.served.pulled(r.Worker, len(buf), step)
+	return &srvPullResp{Ready: true, Step: step, Values: buf}, nil
 }
 
 // values appends this server's values to buf as w's values, each shard
@@ -501,8 +544,10 @@ func (s *Server) values(t *srvTable, buf []byte, w Wire) []byte {
 }
 
 // push applies g (all of this server's values' gradients, in layout
-// order) shard by shard, each under its lock, then counts the push.
-func (s *Server) push(t *srvTable, g []float64, worker int) {
+// order, wireBytes on the wire) shard by shard, each under its lock,
+// then counts the push.
+func (s *Server) push(t *srvTable, g []float64, worker, wireBytes int) {
+	s.served.pushed(worker, wireBytes, s.pushes.Load())
 	off := 0
 	for _, sh := range t.shards {
 		n := len(sh.w)
@@ -537,7 +582,7 @@ func (v *srvService) Push(r *srvPushReq) error {
 	if want := t.bytes / 8 * r.Wire.size(); len(r.Grads) != want {
 		return fmt.Errorf("%w: Push carries %d bytes of %v gradients, server %d holds %d values (%d bytes)", ErrBadRequest, len(r.Grads), r.Wire, s.cfg.Index, t.bytes/8, want)
 	}
-	s.push(t, srvGrads(r.Grads, r.Wire), r.Worker)
+	s.push(t, srvGrads(r.Grads, r.Wire), r.Worker, len(r.Grads))
 	return nil
 }
 
@@ -625,6 +670,103 @@ func (v *srvService) Ping() error {
 	}
 	v.s.handlers.Leave()
 	return nil
+}
+
+// ServerStats is what a Server has served since it started (Stats).
+type ServerStats struct {
+	Step     int64 // the server's step: the pushes it applied, or what Load set
+	Pushes   int64 // pushes applied
+	Pulls    int64 // pulls answered with values
+	BytesIn  int64 // bytes of the pushes' gradients, as they came (float32 or float64)
+	BytesOut int64 // bytes of the pulls' values, as they went
+	// Staleness[w], for each worker id w that pushed after a Pull, is the
+	// staleness of its last push here: the pushes of others that the
+	// server applied between that worker's last Pull and the push, so
+	// how many updates the gradient was late by on this server.
+	Staleness map[int]int64
+}
+
+// Stats returns what the server has served so far. It is safe to call
+// at any time, from any goroutine; it never waits for a handler.
+func (s *Server) Stats() ServerStats {
+	st := ServerStats{Step: s.pushes.Load()}
+	s.served.read(&st)
+	return st
+}
+
+// srvServed counts what a server served, for Stats.
+type srvServed struct {
+	pushes, pulls, in, out atomic.Int64
+
+	mu      sync.Mutex
+	workers map[int]*srvServedWorker
+}
+
+// srvServedWorker is one worker's part of srvServed.
+type srvServedWorker struct {
+	pulledAt  int64 // the step its last Pull answered
+	own       int64 // its pushes since that Pull
+	staleness int64 // of its last push after a Pull
+	pulled    bool  // it has pulled
+	known     bool  // staleness is set
+}
+
+// worker returns worker w's counts, creating them; c.mu is held.
+func (c *srvServed) worker(w int) *srvServedWorker {
+	if c.workers == nil {
+		c.workers = map[int]*srvServedWorker{}
+	}
+	wk := c.workers[w]
+	if wk == nil {
+		wk = &srvServedWorker{}
+		c.workers[w] = wk
+	}
+	return wk
+}
+
+// pulled counts a Pull of worker w (w < 0: not a worker) answered with
+// bytes of values at step.
+func (c *srvServed) pulled(w, bytes int, step int64) {
+	c.pulls.Add(1)
+	c.out.Add(int64(bytes))
+	if w < 0 {
+		return
+	}
+	c.mu.Lock()
+	wk := c.worker(w)
+	wk.pulledAt, wk.own, wk.pulled = step, 0, true
+	c.mu.Unlock()
+}
+
+// pushed counts a push of worker w of bytes, about to be applied at
+// step (the pushes applied before it).
+func (c *srvServed) pushed(w, bytes int, step int64) {
+	c.pushes.Add(1)
+	c.in.Add(int64(bytes))
+	if w < 0 {
+		return
+	}
+	c.mu.Lock()
+	if wk := c.worker(w); wk.pulled {
+		wk.staleness, wk.known = max(step-wk.pulledAt-wk.own, 0), true
+		wk.own++
+	}
+	c.mu.Unlock()
+}
+
+// read fills st's counts.
+func (c *srvServed) read(st *ServerStats) {
+	st.Pushes, st.Pulls, st.BytesIn, st.BytesOut = c.pushes.Load(), c.pulls.Load(), c.in.Load(), c.out.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w, wk := range c.workers {
+		if wk.known {
+			if st.Staleness == nil {
+				st.Staleness = map[int]int64{}
+			}
+			st.Staleness[w] = wk.staleness
+		}
+	}
 }
 
 // srvCheckLayout checks a layout from the wire and returns the element count

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 )
 
 // MaxMetricPoints bounds the points of one PushMetrics call.
@@ -46,10 +48,19 @@ func (c *Client) PushMetrics(ctx context.Context, rank int, points []MetricPoint
 	if err := req.check(); err != nil {
 		return err
 	}
-	req.Packed, req.Points = packPoints(points), nil
+	buf := packBufs.Get().(*[]byte)
+	*buf = packPoints((*buf)[:0], points)
+	req.Packed, req.Points = *buf, nil
 	_, err := c.call(ctx, "PushMetrics", req, c.opts.callTimeout)
+	if err == nil { // answered, so written: its bytes are free again (after an error gorpc may still hold them)
+		packBufs.Put(buf)
+	}
 	return err
 }
+
+// packBufs holds the buffers PushMetrics packs points into, so that a
+// rank that sends every 250 ms does not allocate one each time.
+var packBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // check validates a batch of metrics.
 func (r *metricsReq) check() error {
@@ -100,25 +111,62 @@ const (
 	packText                // a Text follows
 )
 
-// packPoints encodes points compactly, which costs a small part of what
+// packNames numbers the names of a batch in order of first appearance.
+// A batch has few names, mostly the same strings each call (a program's
+// constants), so it scans the names so far, whose comparison with the
+// same string is a pointer's, and only past packScan names keeps a map.
+type packNames struct {
+	list []string
+	m    map[string]uint64
+}
+
+// packScan is how many names packNames scans before it keeps a map.
+const packScan = 32
+
+// index returns name's number and true, or numbers it and returns false.
+func (n *packNames) index(name string) (uint64, bool) {
+	if n.m != nil {
+		if i, ok := n.m[name]; ok {
+			return i, true
+		}
+		n.m[name] = uint64(len(n.m))
+		return 0, false
+	}
+	for i, x := range n.list {
+		if x == name {
+			return uint64(i), true
+		}
+	}
+	if len(n.list) < packScan {
+		n.list = append(n.list, name)
+		return 0, false
+	}
+	n.m = make(map[string]uint64, 2*packScan)
+	for i, x := range n.list {
+		n.m[x] = uint64(i)
+	}
+	n.m[name] = uint64(len(n.m))
+	return 0, false
+}
+
+// packPoints encodes points compactly, appending to b, which costs a small part of what
 // gob's reflection costs per point (this is the path of every
 // hvd.LogScalars value): a count, then per point a flags byte, the name
 // (its bytes the first time, later its index), the step and the time as
 // differences from the point before, the value's bits and any text.
-func packPoints(points []MetricPoint) []byte {
-	b := make([]byte, 0, 16+len(points)*16)
+func packPoints(b []byte, points []MetricPoint) []byte {
+	b = slices.Grow(b, 16+len(points)*16)
 	b = binary.AppendUvarint(b, uint64(len(points)))
-	names := map[string]uint64{}
+	var names packNames
 	var step, at int64
 	for _, p := range points {
 		var flags byte
 		if p.Runtime {
 			flags |= packRuntime
 		}
-		idx, known := names[p.Name]
+		idx, known := names.index(p.Name)
 		if !known {
 			flags |= packNewName
-			names[p.Name] = uint64(len(names))
 		}
 		if p.Text != "" {
 			flags |= packText

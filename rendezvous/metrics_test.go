@@ -3,6 +3,8 @@ package rendezvous
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,7 +65,7 @@ func TestPackPoints(t *testing.T) {
 		{Step: -2, Time: 0, Name: "stall", Text: "rank 1: [grad]"},
 		{Step: 1 << 62, Time: -5, Name: "hvd/step", Value: 0, Runtime: true},
 	}
-	b := packPoints(pts)
+	b := packPoints(nil, pts)
 	got, err := unpackPoints(b)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +78,17 @@ func TestPackPoints(t *testing.T) {
 			t.Errorf("point %d: got %+v, want %+v", i, got[i], pts[i])
 		}
 	}
-	if got, err := unpackPoints(packPoints(nil)); err != nil || len(got) != 0 {
+	// More names than packNames scans: the rest are numbered by its map.
+	var many []MetricPoint
+	for round := range 2 {
+		for i := range 3 * packScan {
+			many = append(many, MetricPoint{Step: int64(round), Name: "n" + strconv.Itoa(i), Value: float64(i)})
+		}
+	}
+	if got, err := unpackPoints(packPoints(nil, many)); err != nil || !slices.Equal(got, many) {
+		t.Errorf("%d names twice: %v, equal %t", 3*packScan, err, slices.Equal(got, many))
+	}
+	if got, err := unpackPoints(packPoints(nil, nil)); err != nil || len(got) != 0 {
 		t.Errorf("no points: %v, %v", got, err)
 	}
 	for n := range len(b) {
@@ -130,7 +142,7 @@ func BenchmarkPackPoints(b *testing.B) {
 		pts[i] = MetricPoint{Step: int64(i / 4), Time: int64(1_700_000_000_000_000_000 + i*25_000), Name: names[i%4], Value: float64(i)}
 	}
 	for b.Loop() {
-		if _, err := unpackPoints(packPoints(pts)); err != nil {
+		if _, err := unpackPoints(packPoints(nil, pts)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -82,15 +82,35 @@ func metricsReceiver(st *metrics.Store) func(int, []rendezvous.MetricPoint) {
 
 // rankStarted tells the job's Store that rank started on host; the
 // evaluator, whose results arrive under its number, is a row in state
-// "evaluator".
+// "evaluator". In a parameter-server job, each row has its role.
 func (j *job) rankStarted(rank int, host string) {
-	switch {
-	case j.metrics == nil:
-	case rank == j.evaluatorIndex():
+	if j.metrics == nil {
+		return
+	}
+	if role := j.metricsRole(rank); role != "" {
+		j.metrics.SetRole(rank, role)
+	}
+	if rank == j.evaluatorIndex() {
 		j.metrics.SetRank(rank, host, "evaluator")
-	default:
+	} else {
 		j.metrics.SetRank(rank, host, "running")
 	}
+}
+
+// metricsRole is rank's role for its row: "evaluator", or in a
+// parameter-server job "chief", "worker" or "ps"; "" for an all-reduce rank.
+func (j *job) metricsRole(rank int) string {
+	switch {
+	case rank == j.evaluatorIndex():
+		return jobenv.RoleEvaluator
+	case j.cfg.PS <= 0:
+		return ""
+	case rank == 0:
+		return jobenv.RoleChief
+	case rank <= j.cfg.NP:
+		return jobenv.RoleWorker
+	}
+	return jobenv.RolePS
 }
 
 // rankEnded tells the job's Store how rank ended: "exited" (status 0),

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/internal/metrics"
 	"github.com/gorovod/gorovod/internal/testutil"
 	"github.com/gorovod/gorovod/jobenv"
 	"github.com/gorovod/gorovod/rendezvous"
@@ -157,5 +158,35 @@ func TestElasticEventsInStore(t *testing.T) {
 	}
 	if !failed || !reformed {
 		t.Errorf("events %+v: want rank 0's failure and the re-formation into generation 2", st.Snapshot().Events)
+	}
+}
+
+// TestMetricsRoles: the rows of a parameter-server job (chief, workers,
+// servers) and the evaluator get their roles in the Store, with the
+// evaluator in its own state; an all-reduce job's rows get none.
+func TestMetricsRoles(t *testing.T) {
+	st := metrics.NewStore(metrics.Config{})
+	defer st.Close()
+	j := &job{cfg: Config{NP: 2, PS: 2, Evaluator: true}, slots: make([]Slot, 5), metrics: st}
+	for rank := range 6 {
+		j.rankStarted(rank, "h")
+	}
+	var got []string
+	for _, r := range st.Snapshot().Ranks {
+		got = append(got, r.Role+"/"+r.State)
+	}
+	want := "chief/running worker/running worker/running ps/running ps/running evaluator/evaluator"
+	if strings.Join(got, " ") != want {
+		t.Errorf("rows %q, want %q", strings.Join(got, " "), want)
+	}
+	ar := metrics.NewStore(metrics.Config{})
+	defer ar.Close()
+	j = &job{cfg: Config{NP: 2}, slots: make([]Slot, 2), metrics: ar}
+	j.rankStarted(0, "h")
+	j.rankStarted(1, "h")
+	for _, r := range ar.Snapshot().Ranks {
+		if r.Role != "" || r.State != "running" {
+			t.Errorf("an all-reduce rank's row %+v", r)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 // pageState is what the test reads of the page's DOM.
 type pageState struct {
 	Rows    int            `json:"rows"`
+	Roles   []string       `json:"roles"` // each row's data-role and the role it shows, "role:shown"
 	Points  map[string]int `json:"points"`
 	Cells   int            `json:"cells"`
 	Events  int            `json:"events"`
@@ -31,6 +32,7 @@ const readPage = `(() => {
   for (const c of document.querySelectorAll('.chart[data-series]')) points[c.dataset.series] = +c.dataset.points;
   return {
     rows: document.querySelectorAll('#ranks tr[data-rank]').length,
+    roles: [...document.querySelectorAll('#ranks tr[data-rank]')].map((tr) => tr.dataset.role + ':' + ((tr.querySelector('.role') || {}).textContent || '')),
     points: points,
     cells: document.querySelectorAll('#heatmap .cell[data-from][data-to]').length,
     events: document.querySelectorAll('#events li').length,
@@ -103,19 +105,24 @@ func TestBrowser(t *testing.T) {
 		return p.Points["loss"] > first.Points["loss"] && p.Updates > first.Updates
 	})
 
-	// A stall warning (its text shown as text, never as markup) and the
-	// evaluator's row, which has no place in the heat map.
-	f.Add(metrics.Update{Ranks: []metrics.RankInfo{{Rank: ranks, Host: "node0", State: "evaluator"}},
+	// A stall warning (its text shown as text, never as markup), the
+	// evaluator's row and a parameter server's, which have no place in
+	// the heat map; the server's row shows its role.
+	f.Add(metrics.Update{Ranks: []metrics.RankInfo{{Rank: ranks, Host: "node0", State: "evaluator", Role: "evaluator"},
+		{Rank: ranks + 1, Host: "node1", State: "running", Role: "ps", Step: 42}},
 		Events: []metrics.Event{{Time: time.Now(), Rank: 1, Kind: "stall", Text: "engine: stalled tensors <b>grad</b>"}}})
-	waitFor(t, "the stall event and the evaluator's row", func() bool {
+	waitFor(t, "the stall event, the evaluator's row and the server's", func() bool {
 		p = read()
-		return p.Stall != "" && p.Rows == ranks+1
+		return p.Stall != "" && p.Rows == ranks+2
 	})
+	if got := strings.Join(p.Roles[ranks:], ","); got != "evaluator:,ps:ps" {
+		t.Errorf("the roles of the evaluator's and the server's rows: %q, want \"evaluator:,ps:ps\"", got)
+	}
 	if !strings.Contains(p.Stall, "rank 1: engine: stalled tensors <b>grad</b>") {
 		t.Errorf("the stall event reads %q", p.Stall)
 	}
 	if p.Cells != ranks*ranks {
-		t.Errorf("%d heat map cells with the evaluator's row, want %d", p.Cells, ranks*ranks)
+		t.Errorf("%d heat map cells with the evaluator's and the server's rows, want %d", p.Cells, ranks*ranks)
 	}
 
 	stopFeed()
@@ -137,7 +144,7 @@ func TestBrowser(t *testing.T) {
 		p = read()
 		return p.Status == "ended" && p.Points["loss"] == want
 	})
-	if p.Rows != ranks+1 || p.Cells != ranks*ranks || p.Events == 0 || p.Stall == "" {
+	if p.Rows != ranks+2 || p.Cells != ranks*ranks || p.Events == 0 || p.Stall == "" {
 		t.Errorf("the ended job's page: %+v", p)
 	}
 

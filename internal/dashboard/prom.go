@@ -54,10 +54,11 @@ func MetricName(series string) string {
 // WritePrometheus writes snap in Prometheus's text format 0.0.4: for each
 // series, its latest value on each rank as a gauge MetricName(series)
 // with labels rank, host, kind and name (the series' own name, which
-// keeps apart two that sanitize alike), except that the per-link series
-// hvd/link_sent_bytes/P and hvd/link_recv_bytes/P are the families
-// gorovod_hvd_link_sent_bytes and gorovod_hvd_link_recv_bytes with the
-// peer P as a label peer; then each rank's state, step,
+// keeps apart two that sanitize alike), except that the per-peer series
+// (metrics.SplitPeer: hvd/link_sent_bytes/P, hvd/link_recv_bytes/P,
+// ps/server_push_staleness/P) are one family each,
+// gorovod_hvd_link_sent_bytes and so on, with the peer P as a label peer,
+// as metrics.jsonl has it in a field; then each rank's state, step,
 // step time, communication share, link traffic and dropped points, and
 // whether the job ended. Families and samples come in a fixed order.
 func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
@@ -80,8 +81,8 @@ func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
 			continue
 		}
 		m, peer := MetricName(s.Name), ""
-		if base, p, ok := linkSeries(s); ok {
-			m, peer = MetricName(base), p
+		if base, p, ok := metrics.SplitPeer(s.Kind, s.Name); ok {
+			m, peer = MetricName(base), strconv.Itoa(p)
 		}
 		families[m] = append(families[m], sample{s.Rank, s.Kind, s.Name, peer, s.Values[len(s.Values)-1]})
 	}
@@ -154,23 +155,6 @@ func WritePrometheus(w io.Writer, snap metrics.Snapshot) error {
 		}
 	}
 	return bw.Flush()
-}
-
-// linkSeries splits a runtime series of one link, hvd/link_sent_bytes/P
-// or hvd/link_recv_bytes/P, into the name without the peer
-// ("hvd/link_sent_bytes") and the peer P.
-func linkSeries(s metrics.Series) (base, peer string, ok bool) {
-	if s.Kind != metrics.Runtime {
-		return "", "", false
-	}
-	for _, prefix := range []string{metrics.LinkSentPrefix, metrics.LinkRecvPrefix} {
-		if p, found := strings.CutPrefix(s.Name, prefix); found {
-			if _, err := strconv.Atoi(p); err == nil {
-				return strings.TrimSuffix(prefix, "/"), p, true
-			}
-		}
-	}
-	return "", "", false
 }
 
 func writeHeader(w *bufio.Writer, name, typ, help string) {

@@ -245,3 +245,28 @@ func TestMetricName(t *testing.T) {
 		}
 	}
 }
+
+// TestPrometheusServerStaleness: a parameter server's per-worker series
+// ps/server_push_staleness/P is one family with the worker as peer.
+func TestPrometheusServerStaleness(t *testing.T) {
+	snap := metrics.Snapshot{Ranks: []metrics.RankInfo{{Rank: 3, Host: "h", State: "running", Role: "ps"}},
+		Series: []metrics.Series{
+			{Rank: 3, Kind: metrics.Runtime, Name: "ps/server_push_staleness/1", Steps: []int64{5}, Values: []float64{2}},
+			{Rank: 3, Kind: metrics.Runtime, Name: "ps/server_push_staleness/2", Steps: []int64{5}, Values: []float64{0}},
+		}}
+	var b strings.Builder
+	if err := WritePrometheus(&b, snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`gorovod_ps_server_push_staleness{rank="3",host="h",kind="runtime",name="ps/server_push_staleness/1",peer="1"} 2` + "\n",
+		`gorovod_ps_server_push_staleness{rank="3",host="h",kind="runtime",name="ps/server_push_staleness/2",peer="2"} 0` + "\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "gorovod_ps_server_push_staleness_1") {
+		t.Errorf("a family per peer:\n%s", b.String())
+	}
+}

@@ -38,6 +38,7 @@ type wireRank struct {
 	Rank        int            `json:"rank"`
 	Host        string         `json:"host"`
 	State       string         `json:"state"`
+	Role        string         `json:"role,omitempty"`
 	Step        int64          `json:"step"`
 	StepSeconds jfloat         `json:"step_seconds"`
 	CommShare   jfloat         `json:"comm_share"`
@@ -73,7 +74,7 @@ type wireUpdate struct {
 func toWireRanks(rs []metrics.RankInfo) []wireRank {
 	out := make([]wireRank, len(rs))
 	for i, r := range rs {
-		w := wireRank{Rank: r.Rank, Host: r.Host, State: r.State, Step: r.Step,
+		w := wireRank{Rank: r.Rank, Host: r.Host, State: r.State, Role: r.Role, Step: r.Step,
 			StepSeconds: jfloat(r.StepSeconds), CommShare: jfloat(r.CommShare), Dropped: r.Dropped}
 		if len(r.LinkBytes) > 0 {
 			w.LinkBytes = make(map[int]jfloat, len(r.LinkBytes))

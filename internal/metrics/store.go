@@ -24,12 +24,46 @@ const (
 	StepSecondsName   = "hvd/step_seconds"
 	CommShareName     = "hvd/comm_share"
 	DroppedPointsName = "hvd/dropped_points"
+	// The series of a parameter-server job that fill the rows of its
+	// workers (PSGlobalStepName, PSStepSecondsName) and servers
+	// (PSServerStepName).
+	PSGlobalStepName  = "ps/global_step"
+	PSStepSecondsName = "ps/step_seconds"
+	PSServerStepName  = "ps/server_step"
 	// LinkSentPrefix starts the names of the per-link series: the bytes
 	// a rank sent to peer P are "hvd/link_sent_bytes/P" (the peer is in
 	// the name, as Point has no labels); "hvd/link_recv_bytes/P" likewise.
+	// metrics.jsonl and /metrics give the peer apart (SplitPeer).
 	LinkSentPrefix = "hvd/link_sent_bytes/"
 	LinkRecvPrefix = "hvd/link_recv_bytes/"
+	// PSPushStalenessPrefix starts a parameter server's per-worker series:
+	// "ps/server_push_staleness/P" is the staleness of the last push of
+	// the worker of rank P that the server applied.
+	PSPushStalenessPrefix = "ps/server_push_staleness/"
 )
+
+// peerPrefixes start the names of the runtime series that end in a peer's
+// rank.
+var peerPrefixes = []string{LinkSentPrefix, LinkRecvPrefix, PSPushStalenessPrefix}
+
+// SplitPeer splits the name of a per-peer runtime series (one of a link,
+// "hvd/link_sent_bytes/P" or "hvd/link_recv_bytes/P", or a parameter
+// server's "ps/server_push_staleness/P") into the name without the peer
+// ("hvd/link_sent_bytes") and the peer P, a rank. ok is false for every
+// other series, scalars included.
+func SplitPeer(kind Kind, name string) (base string, peer int, ok bool) {
+	if kind != Runtime {
+		return "", 0, false
+	}
+	for _, prefix := range peerPrefixes {
+		if p, found := strings.CutPrefix(name, prefix); found {
+			if n, err := strconv.Atoi(p); err == nil && n >= 0 && p == strconv.Itoa(n) {
+				return prefix[:len(prefix)-1], n, true
+			}
+		}
+	}
+	return "", 0, false
+}
 
 // Config bounds a Store. Zero fields take the defaults.
 type Config struct {
@@ -204,9 +238,9 @@ func (s *Store) Add(points []Point) {
 // apply reads a runtime point into the row and reports whether it changed.
 func (ri *RankInfo) apply(p Point) bool {
 	switch {
-	case p.Name == StepName:
+	case p.Name == StepName, p.Name == PSGlobalStepName, p.Name == PSServerStepName:
 		ri.Step = int64(p.Value)
-	case p.Name == StepSecondsName:
+	case p.Name == StepSecondsName, p.Name == PSStepSecondsName:
 		ri.StepSeconds = p.Value
 	case p.Name == CommShareName:
 		ri.CommShare = p.Value
@@ -316,6 +350,18 @@ func (s *Store) SetRank(rank int, host, state string) {
 	if state != "" {
 		rs.info.State = state
 	}
+	s.publishLocked(Update{Ranks: []RankInfo{rs.info.clone()}})
+}
+
+// SetRole sets rank's role (RankInfo.Role).
+func (s *Store) SetRole(rank int, role string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	rs := s.rank(rank)
+	rs.info.Role = role
 	s.publishLocked(Update{Ranks: []RankInfo{rs.info.clone()}})
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -288,6 +289,63 @@ func TestWriterLinesParseBack(t *testing.T) {
 	}
 }
 
+// TestWriterPeerField: a per-peer runtime series is written under its
+// name without the peer, with the peer's rank in a field peer (0
+// included); a scalar of the same shape of name, and a name whose end is
+// no rank, stay as they are, without a peer.
+func TestWriterPeerField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metrics.jsonl")
+	w, err := NewWriter(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(Config{Out: w})
+	s.Add([]Point{
+		{Rank: 1, Step: 3, Kind: Runtime, Name: "hvd/link_sent_bytes/0", Value: 10},
+		{Rank: 1, Step: 3, Kind: Runtime, Name: "hvd/link_recv_bytes/2", Value: 20},
+		{Rank: 5, Step: 3, Kind: Runtime, Name: "ps/server_push_staleness/12", Value: 3},
+		{Rank: 1, Step: 3, Kind: Scalar, Name: "hvd/link_sent_bytes/1", Value: 30},
+		{Rank: 1, Step: 3, Kind: Runtime, Name: "hvd/link_sent_bytes/x", Value: 40},
+		{Rank: 1, Step: 3, Kind: Runtime, Name: "hvd/link_sent_bytes/01", Value: 50},
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		Rank  int     `json:"rank"`
+		Name  string  `json:"name"`
+		Peer  *int    `json:"peer"`
+		Value float64 `json:"value"`
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var x line
+		if err := json.Unmarshal([]byte(l), &x); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		peer := "-"
+		if x.Peer != nil {
+			peer = strconv.Itoa(*x.Peer)
+		}
+		got = append(got, fmt.Sprintf("%d %s %s %v", x.Rank, x.Name, peer, x.Value))
+	}
+	want := []string{
+		"1 hvd/link_sent_bytes 0 10",
+		"1 hvd/link_recv_bytes 2 20",
+		"5 ps/server_push_staleness 12 3",
+		"1 hvd/link_sent_bytes/1 - 30",
+		"1 hvd/link_sent_bytes/x - 40",
+		"1 hvd/link_sent_bytes/01 - 50",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestWriterLimit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "metrics.jsonl")
 	w, err := NewWriter(path, 1000, nil)
@@ -331,5 +389,32 @@ func TestWriterFlushesWithoutClose(t *testing.T) {
 			t.Fatalf("not flushed within 30s: %q %v", b, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPSRows: a parameter-server job's rows have their roles, and their
+// steps and step times from the ps/ series (a worker's global step and
+// step time, a server's step).
+func TestPSRows(t *testing.T) {
+	s := NewStore(Config{})
+	s.SetRole(1, "worker")
+	s.SetRank(1, "a", "running")
+	s.SetRole(3, "ps")
+	s.Add([]Point{
+		{Rank: 1, Step: 7, Kind: Runtime, Name: PSGlobalStepName, Value: 7},
+		{Rank: 1, Step: 7, Kind: Runtime, Name: PSStepSecondsName, Value: 0.25},
+		{Rank: 3, Step: 9, Kind: Runtime, Name: PSServerStepName, Value: 9},
+		{Rank: 3, Step: 9, Kind: Scalar, Name: PSServerStepName, Value: 100}, // a scalar: not the row's
+	})
+	snap := s.Snapshot()
+	if len(snap.Ranks) != 2 {
+		t.Fatalf("rows %+v", snap.Ranks)
+	}
+	w, p := snap.Ranks[0], snap.Ranks[1]
+	if w.Role != "worker" || w.State != "running" || w.Step != 7 || w.StepSeconds != 0.25 {
+		t.Errorf("the worker's row %+v", w)
+	}
+	if p.Role != "ps" || p.State != "starting" || p.Step != 9 {
+		t.Errorf("the server's row %+v", p)
 	}
 }

@@ -45,8 +45,14 @@ type RankInfo struct {
 	Rank  int    `json:"rank"`
 	Host  string `json:"host"`
 	State string `json:"state"` // "starting", "running", "exited", "failed", "killed"; "evaluator" for gorun --evaluator's evaluator
+	// Role is the process's role in a parameter-server job ("chief",
+	// "worker", "ps") or "evaluator"; empty for an all-reduce rank.
+	Role string `json:"role,omitempty"`
 	// Step, StepSeconds and CommShare are the latest hvd/step,
-	// hvd/step_seconds and hvd/comm_share published by the rank (0 before).
+	// hvd/step_seconds and hvd/comm_share published by the rank (0 before);
+	// in a parameter-server job, a worker's Step and StepSeconds are its
+	// ps/global_step and ps/step_seconds, a server's Step its
+	// ps/server_step.
 	Step        int64   `json:"step"`
 	StepSeconds float64 `json:"step_seconds"`
 	CommShare   float64 `json:"comm_share"`

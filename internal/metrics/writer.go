@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -18,9 +19,13 @@ const DefaultWriterLimit = 1 << 30
 const FlushInterval = time.Second
 
 // Writer writes points and events to a file as JSON lines (metrics.jsonl):
-// a point is a Point's JSON ({"rank":0,"host":"a","step":10,"time":...,
-// "kind":"scalar","name":"loss","value":0.5}), an event is an Event's
-// JSON inside {"event":{...}}. It buffers, flushes every FlushInterval and
+// a point is a line {"rank":0,"host":"a","step":10,"time":...,
+// "kind":"scalar","name":"loss","value":0.5}, where a per-peer runtime
+// series (SplitPeer) has the name without the peer and the peer's rank in
+// a field peer ({"rank":0,...,"name":"hvd/link_sent_bytes","peer":1,
+// "value":4096}), as /metrics has it in a label; a value that JSON cannot
+// hold is a string ("NaN", "+Inf", "-Inf"). An event is an Event's JSON
+// inside {"event":{...}}. It buffers, flushes every FlushInterval and
 // on Close, and stops writing, with one warning in the log, before the
 // file would pass its limit. Its methods are safe for concurrent use.
 type Writer struct {
@@ -111,18 +116,44 @@ func (w *Writer) WriteEvent(e Event) {
 	w.writeLocked(eventLine{e})
 }
 
-// writeLocked writes v as one line and reports whether the Writer still
-// writes; w.mu is held.
+// pointLine is how a point appears in the file: Peer is set for a
+// per-peer series, whose Name then has no peer; Value is a float64, or a
+// string for a value JSON has none of.
+type pointLine struct {
+	Rank  int       `json:"rank"`
+	Host  string    `json:"host,omitempty"`
+	Step  int64     `json:"step"`
+	Time  time.Time `json:"time"`
+	Kind  Kind      `json:"kind"`
+	Name  string    `json:"name"`
+	Peer  *int      `json:"peer,omitempty"`
+	Value any       `json:"value"`
+}
+
+// line returns p as it appears in the file.
+func line(p *Point) pointLine {
+	l := pointLine{Rank: p.Rank, Host: p.Host, Step: p.Step, Time: p.Time, Kind: p.Kind, Name: p.Name, Value: p.Value}
+	if base, peer, ok := SplitPeer(p.Kind, p.Name); ok {
+		l.Name, l.Peer = base, &peer
+	}
+	if math.IsNaN(p.Value) || math.IsInf(p.Value, 0) {
+		l.Value = fmt.Sprint(p.Value)
+	}
+	return l
+}
+
+// writeLocked writes v (a *Point or an eventLine) as one line and reports
+// whether the Writer still writes; w.mu is held.
 func (w *Writer) writeLocked(v any) bool {
 	if w.closed || w.full || w.err != nil {
 		return false
 	}
+	if p, ok := v.(*Point); ok {
+		v = line(p)
+	}
 	b, err := json.Marshal(v)
-	if err != nil { // a NaN or an infinite value: JSON has none
-		b, err = json.Marshal(nonFinite(v))
-		if err != nil {
-			return true
-		}
+	if err != nil {
+		return true
 	}
 	if w.written+int64(len(b))+1 > w.limit {
 		w.full = true
@@ -137,20 +168,6 @@ func (w *Writer) writeLocked(v any) bool {
 	}
 	w.written += int64(len(w.line))
 	return true
-}
-
-// nonFinite returns a point whose value JSON cannot hold as a map with the
-// value as a string ("NaN", "+Inf", "-Inf"); other values as they are.
-func nonFinite(v any) any {
-	p, ok := v.(*Point)
-	if !ok {
-		return v
-	}
-	type alias Point
-	return struct {
-		*alias
-		Value string `json:"value"`
-	}{(*alias)(p), fmt.Sprint(p.Value)}
 }
 
 // Written is how many bytes the Writer has accepted (buffered or written).
