@@ -320,15 +320,26 @@ func TestElasticDiscoveryHangs(t *testing.T) {
 	}
 }
 
+// shardedBytes is mnist -elastic -shard-state's line at each formation.
+var shardedBytes = regexp.MustCompile(`optimizer state sharded: (\d+) bytes on rank 0 of (\d+) ranks`)
+
 // finalAccuracy is mnist's last line.
 var finalAccuracy = regexp.MustCompile(`final test accuracy ([\d.]+)% after \d+ epochs on (\d+) rank`)
 
 // TestElasticMnist: examples/mnist -elastic under gorun -np 3 --min-np 2,
 // once uninterrupted and once with a rank killed with SIGKILL in the
 // second epoch: the second run goes on with 2 ranks from its last commit
-// and ends within 1 point of the first's test accuracy.
+// and ends within 1 point of the first's test accuracy; with
+// -shard-state too, the survivors re-shard the optimizer state (rank 0
+// holds more of it at 2 ranks than at 3).
 func TestElasticMnist(t *testing.T) {
-	args := []string{bin(t, "gorun"), "-np", "3", "--min-np", "2", bin(t, "mnist"), "-elastic", "-epochs", "3"}
+	t.Run("replicated", func(t *testing.T) { elasticMnist(t) })
+	// Sharded optimizer state: the survivors re-shard it at the new size.
+	t.Run("shard-state", func(t *testing.T) { elasticMnist(t, "-shard-state") })
+}
+
+func elasticMnist(t *testing.T, extra ...string) {
+	args := append([]string{bin(t, "gorun"), "-np", "3", "--min-np", "2", bin(t, "mnist"), "-elastic", "-epochs", "3"}, extra...)
 	whole := run(t, command(context.Background(), nil, args...))
 	mustSucceed(t, "mnist -elastic", whole)
 	g := startGorun(t, nil, args...)
@@ -346,6 +357,15 @@ func TestElasticMnist(t *testing.T) {
 	a, b := finalAccuracy.FindStringSubmatch(whole.stdout), finalAccuracy.FindStringSubmatch(stdout)
 	if a == nil || b == nil || a[2] != "3" || b[2] != "2" || !strings.Contains(stdout, "the job was formed anew: 2 ranks") {
 		t.Fatalf("want 3 ranks to the end, then 2 after the kill:\n%s\n---\n%s\n%s", whole.stdout, stdout, stderr)
+	}
+	if len(extra) > 0 { // -shard-state: each formation keeps its 1/size part, larger at 2 ranks than at 3
+		held := map[string]int{}
+		for _, m := range shardedBytes.FindAllStringSubmatch(stdout, -1) {
+			held[m[2]], _ = strconv.Atoi(m[1])
+		}
+		if held["3"] <= 0 || held["2"] <= held["3"] {
+			t.Errorf("optimizer state per rank %v (by ranks), want some at 3 and more at 2:\n%s", held, stdout)
+		}
 	}
 	x, _ := strconv.ParseFloat(a[1], 64)
 	y, _ := strconv.ParseFloat(b[1], 64)

@@ -50,7 +50,30 @@ func trainElastic(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	prog := &elasticProgress{}
-	state, err := hvd.NewElasticState(inner, sampler, prog)
+	// With -shard-state the optimizer state lives in the
+	// DistributedOptimizer, a part on each rank: it is made once, over a
+	// runtime of one rank until the first formation, and the elastic state
+	// keeps it, so that RunElastic re-shards it at each formation and
+	// commits gather the whole. Otherwise the state keeps the wrapped
+	// optimizer, and each formation wraps it anew.
+	var sharded *hvd.DistributedOptimizer
+	var kept hvd.Optimizer = inner
+	if cfg.ShardState {
+		solo, err := hvd.NewRuntime(ctx, hvd.DefaultConfig())
+		if err != nil {
+			return err
+		}
+		defer solo.Shutdown()
+		dopts, err := cfg.distributedOptions()
+		if err != nil {
+			return err
+		}
+		if sharded, err = hvd.NewDistributedOptimizer(inner, solo, dopts); err != nil {
+			return err
+		}
+		kept = sharded
+	}
+	state, err := hvd.NewElasticState(kept, sampler, prog)
 	if err != nil {
 		return err
 	}
@@ -72,12 +95,17 @@ func trainElastic(ctx context.Context, cfg config, out io.Writer) error {
 			t.printf("%s\n", note)
 			first = false
 		}
-		dopts, err := cfg.distributedOptions()
-		if err != nil {
-			return err
-		}
-		if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, dopts); err != nil {
-			return err
+		if sharded != nil {
+			t.opt = sharded // bound to rt, and re-sharded, by RunElastic
+			t.printf("optimizer state sharded: %d bytes on rank 0 of %d ranks\n", t.opt.StateBytes(), rt.Size())
+		} else {
+			dopts, err := cfg.distributedOptions()
+			if err != nil {
+				return err
+			}
+			if t.opt, err = hvd.NewDistributedOptimizer(inner, rt, dopts); err != nil {
+				return err
+			}
 		}
 		t.sched = hvd.LRSchedule{Base: cfg.LR, Size: rt.Size(), WarmupEpochs: cfg.Warmup, Milestones: cfg.Milestones, Gamma: cfg.Gamma}
 		return t.elasticEpochs(ctx, sampler, state, prog)

@@ -70,9 +70,6 @@ func run(args []string) error {
 		return fmt.Errorf("unknown -mode %q (want allreduce, ps or evaluator)", cfg.Mode)
 	}
 	if cfg.Elastic {
-		if cfg.ShardState {
-			return errors.New("-shard-state is not supported with -elastic: the elastic state keeps the wrapped optimizer, which a new DistributedOptimizer wraps at each formation")
-		}
 		return trainElastic(ctx, cfg, os.Stdout)
 	}
 	if err := hvd.Init(ctx); err != nil {
