@@ -162,3 +162,34 @@ func TestShmRemoteReceiverFailsOnWithdrawnFrame(t *testing.T) {
 		t.Errorf("Recv of a withdrawn frame = %v, want ErrPeerGone", err)
 	}
 }
+
+// TestShmRemoteAllreduce64MiB all-reduces 64 MiB a rank (and an odd tail
+// of three elements), float32, among 2, 3 and 4 ranks, with remote frames
+// on and with every receiver refusing them (the fallback through the
+// rings): both must give the exact sums, and only the first may have
+// copied from a peer's memory.
+func TestShmRemoteAllreduce64MiB(t *testing.T) {
+	const count = 64<<20/4 + 3
+	for _, n := range []int{2, 3, 4} {
+		for _, refuse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("n%d/refused=%v", n, refuse), func(t *testing.T) {
+				m := meshTuned(t, n, Config{}, tuning{remoteMin: shm.RemoteFloor, refuseRemote: refuse})
+				cs := make([]*collective.Comm, n)
+				for r := range n {
+					cs[r] = collective.NewComm(m[r], collective.Options{})
+				}
+				allreduceExact(t, cs, kernels.F32, count)
+				reads := int64(0)
+				for _, tr := range m {
+					reads += remoteReads(tr)
+				}
+				if !refuse && reads == 0 {
+					t.Error("no payload was copied from a peer's memory")
+				}
+				if refuse && reads != 0 {
+					t.Errorf("%d payloads were copied from peers' memory, want none", reads)
+				}
+			})
+		}
+	}
+}
