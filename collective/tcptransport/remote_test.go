@@ -107,9 +107,7 @@ func allreduceExact(t *testing.T, cs []*collective.Comm, dt kernels.DType, count
 	bufs := make([][]byte, n)
 	for r := range n {
 		bufs[r] = make([]byte, count*esz)
-		for i := range count {
-			putElem(dt, bufs[r], i, float64((r+1)*(i%7)))
-		}
+		fillPeriodic(dt, bufs[r], func(i int) float64 { return float64((r + 1) * (i % 7)) })
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -120,9 +118,7 @@ func allreduceExact(t *testing.T, cs []*collective.Comm, dt kernels.DType, count
 	}
 	wg.Wait()
 	want := make([]byte, count*esz)
-	for i := range count {
-		putElem(dt, want, i, float64(n*(n+1)/2*(i%7)))
-	}
+	fillPeriodic(dt, want, func(i int) float64 { return float64(n * (n + 1) / 2 * (i % 7)) })
 	for r := range n {
 		if errs[r] != nil {
 			t.Fatalf("%v, %d elements: rank %d: %v", dt, count, r, errs[r])
@@ -160,6 +156,21 @@ func TestShmRemoteReceiverFailsOnWithdrawnFrame(t *testing.T) {
 	err = m[1].Conn(0).Recv(t.Context(), collective.Tag{Seq: 1}, buf)
 	if !errors.Is(err, collective.ErrPeerGone) {
 		t.Errorf("Recv of a withdrawn frame = %v, want ErrPeerGone", err)
+	}
+}
+
+// fillPeriodic fills buf, elements of type dt, with v(i) at i, where v
+// repeats every 7 elements: it stores the first period and doubles it by
+// copying (64 MiB element by element takes seconds under the race
+// detector).
+func fillPeriodic(dt kernels.DType, buf []byte, v func(i int) float64) {
+	esz := elemSize(dt)
+	count := len(buf) / esz
+	for i := range min(count, 7) {
+		putElem(dt, buf, i, v(i))
+	}
+	for done := 7 * esz; done < len(buf); done *= 2 {
+		copy(buf[done:], buf[:done])
 	}
 }
 
