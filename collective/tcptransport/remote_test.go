@@ -107,9 +107,7 @@ func allreduceExact(t *testing.T, cs []*collective.Comm, dt kernels.DType, count
 	bufs := make([][]byte, n)
 	for r := range n {
 		bufs[r] = make([]byte, count*esz)
-		for i := range count {
-			putElem(dt, bufs[r], i, float64((r+1)*(i%7)))
-		}
+		fillPeriodic(dt, bufs[r], func(i int) float64 { return float64((r + 1) * (i % 7)) })
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -120,9 +118,7 @@ func allreduceExact(t *testing.T, cs []*collective.Comm, dt kernels.DType, count
 	}
 	wg.Wait()
 	want := make([]byte, count*esz)
-	for i := range count {
-		putElem(dt, want, i, float64(n*(n+1)/2*(i%7)))
-	}
+	fillPeriodic(dt, want, func(i int) float64 { return float64(n * (n + 1) / 2 * (i % 7)) })
 	for r := range n {
 		if errs[r] != nil {
 			t.Fatalf("%v, %d elements: rank %d: %v", dt, count, r, errs[r])
@@ -160,5 +156,51 @@ func TestShmRemoteReceiverFailsOnWithdrawnFrame(t *testing.T) {
 	err = m[1].Conn(0).Recv(t.Context(), collective.Tag{Seq: 1}, buf)
 	if !errors.Is(err, collective.ErrPeerGone) {
 		t.Errorf("Recv of a withdrawn frame = %v, want ErrPeerGone", err)
+	}
+}
+
+// fillPeriodic fills buf, elements of type dt, with v(i) at i, where v
+// repeats every 7 elements: it stores the first period and doubles it by
+// copying (64 MiB element by element takes seconds under the race
+// detector).
+func fillPeriodic(dt kernels.DType, buf []byte, v func(i int) float64) {
+	esz := elemSize(dt)
+	count := len(buf) / esz
+	for i := range min(count, 7) {
+		putElem(dt, buf, i, v(i))
+	}
+	for done := 7 * esz; done < len(buf); done *= 2 {
+		copy(buf[done:], buf[:done])
+	}
+}
+
+// TestShmRemoteAllreduce64MiB all-reduces 64 MiB a rank (and an odd tail
+// of three elements), float32, among 2, 3 and 4 ranks, with remote frames
+// on and with every receiver refusing them (the fallback through the
+// rings): both must give the exact sums, and only the first may have
+// copied from a peer's memory.
+func TestShmRemoteAllreduce64MiB(t *testing.T) {
+	const count = 64<<20/4 + 3
+	for _, n := range []int{2, 3, 4} {
+		for _, refuse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("n%d/refused=%v", n, refuse), func(t *testing.T) {
+				m := meshTuned(t, n, Config{}, tuning{remoteMin: shm.RemoteFloor, refuseRemote: refuse})
+				cs := make([]*collective.Comm, n)
+				for r := range n {
+					cs[r] = collective.NewComm(m[r], collective.Options{})
+				}
+				allreduceExact(t, cs, kernels.F32, count)
+				reads := int64(0)
+				for _, tr := range m {
+					reads += remoteReads(tr)
+				}
+				if !refuse && reads == 0 {
+					t.Error("no payload was copied from a peer's memory")
+				}
+				if refuse && reads != 0 {
+					t.Errorf("%d payloads were copied from peers' memory, want none", reads)
+				}
+			})
+		}
 	}
 }

@@ -14,6 +14,10 @@
 #   PEERS  which to run                     [gorovod gorovod-tcp ompi-shm ompi-tcp mpich]
 #            gorovod      gorun, ranks on one host through shared memory
 #            gorovod-tcp  gorun --no-shared-memory: loopback TCP
+#            gorovod-cma  gorun with GOROVOD_SHM_REMOTE_MIN=262144: shared
+#                         memory, and segments of 256 KiB and up copied once,
+#                         by the receiver from the sender's memory
+#                         (process_vm_readv; not in the default set)
 #            gorovod-hvd  gorun, each all-reduce a blocking hvd.Allreduce
 #                         through the runtime's engine (-via hvd; not in
 #                         the default set)
@@ -49,7 +53,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 peers=()
 for p in $PEERS; do
 	case $p in
-	gorovod | gorovod-tcp | gorovod-hvd) peers+=("$p") ;;
+	gorovod | gorovod-tcp | gorovod-cma | gorovod-hvd) peers+=("$p") ;;
 	ompi-shm | ompi-tcp)
 		if have mpicc.openmpi && have mpirun.openmpi; then
 			[ -x "$OUT/mpi_allreduce_ompi" ] || mpicc.openmpi -O2 -o "$OUT/mpi_allreduce_ompi" "$here/mpi_allreduce.c"
@@ -74,7 +78,7 @@ for p in $PEERS; do
 		fi
 		;;
 	*)
-		echo "compare.sh: unknown peer $p (want gorovod, gorovod-tcp, gorovod-hvd, ompi-shm, ompi-tcp, mpich or gloo)" >&2
+		echo "compare.sh: unknown peer $p (want gorovod, gorovod-tcp, gorovod-cma, gorovod-hvd, ompi-shm, ompi-tcp, mpich or gloo)" >&2
 		exit 2
 		;;
 	esac
@@ -91,6 +95,7 @@ command_of() {
 	case $peer in
 	gorovod) echo "$OUT/gorun" -np "$n" "$OUT/allreduce_bench" -csv -label gorovod -sizes "$SIZES" -budget "$BUDGET" ;;
 	gorovod-tcp) echo "$OUT/gorun" -np "$n" --no-shared-memory "$OUT/allreduce_bench" -csv -label gorovod-tcp -sizes "$SIZES" -budget "$BUDGET" ;;
+	gorovod-cma) echo env GOROVOD_SHM_REMOTE_MIN=262144 "$OUT/gorun" -np "$n" "$OUT/allreduce_bench" -csv -label gorovod-cma -sizes "$SIZES" -budget "$BUDGET" ;;
 	gorovod-hvd) echo "$OUT/gorun" -np "$n" "$OUT/allreduce_bench" -via hvd -csv -label gorovod-hvd -sizes "$SIZES" -budget "$BUDGET" ;;
 	ompi-shm) echo "${ompi[@]}" -np "$n" "$OUT/mpi_allreduce_ompi" -l ompi-shm -s "$SIZES" "${sample[@]}" ;;
 	ompi-tcp) echo "${ompi[@]}" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo -np "$n" "$OUT/mpi_allreduce_ompi" -l ompi-tcp -s "$SIZES" "${sample[@]}" ;;
