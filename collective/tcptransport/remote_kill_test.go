@@ -1,16 +1,13 @@
 package tcptransport
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,38 +104,7 @@ func waitRemoteRead(t *testing.T, tr collective.Transport, failed <-chan error) 
 // process.
 func startRemoteHelper(t *testing.T, secret []byte, peer string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestShmRemoteHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), remoteHelperEnv+"="+hex.EncodeToString(secret)+","+peer)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "addr="); ok {
-				addr <- a
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case a := <-addr:
-		return cmd, a
-	case <-time.After(30 * time.Second):
-		t.Fatal("the helper did not say where it listens within 30s")
-		return nil, ""
-	}
+	return startHelperProcess(t, "TestShmRemoteHelperProcess", remoteHelperEnv+"="+hex.EncodeToString(secret)+","+peer)
 }
 
 // TestShmRemoteHelperProcess is rank 0 of the two-rank job of

@@ -99,8 +99,16 @@ func namedRings(t *testing.T, pid int) []string {
 // t ends, and with the test process.
 func startShmHelper(t *testing.T, secret []byte) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestShmHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), shmHelperEnv+"="+hex.EncodeToString(secret))
+	return startHelperProcess(t, "TestShmHelperProcess", shmHelperEnv+"="+hex.EncodeToString(secret))
+}
+
+// startHelperProcess runs the test binary's test name alone, with env
+// added to its environment, and returns it and the address it prints on a
+// line "addr=...". It is killed when t ends, and with the test process.
+func startHelperProcess(t *testing.T, name, env string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -128,7 +136,7 @@ func startShmHelper(t *testing.T, secret []byte) (*exec.Cmd, string) {
 	case a := <-addr:
 		return cmd, a
 	case <-time.After(30 * time.Second):
-		t.Fatal("the helper did not say where it listens within 30s")
+		t.Fatalf("the helper %s did not say where it listens within 30s", name)
 		return nil, ""
 	}
 }
