@@ -11,6 +11,21 @@ import (
 	"testing"
 )
 
+// jsonlLine is one line of metrics.jsonl: a point, or an event.
+type jsonlLine struct {
+	Rank  int     `json:"rank"`
+	Host  string  `json:"host"`
+	Step  int64   `json:"step"`
+	Kind  string  `json:"kind"`
+	Name  string  `json:"name"`
+	Peer  *int    `json:"peer"`
+	Value float64 `json:"value"`
+	Event *struct {
+		Rank int    `json:"rank"`
+		Kind string `json:"kind"`
+	} `json:"event"`
+}
+
 // TestMetricsDir: gorun --metrics-dir leaves metrics.jsonl with every
 // step's scalars of both ranks of a job, their runtime series (the
 // per-link ones with the peer in a field peer) and the ranks' exits, each
@@ -24,25 +39,12 @@ func TestMetricsDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	type line struct {
-		Rank  int     `json:"rank"`
-		Host  string  `json:"host"`
-		Step  int64   `json:"step"`
-		Kind  string  `json:"kind"`
-		Name  string  `json:"name"`
-		Peer  *int    `json:"peer"`
-		Value float64 `json:"value"`
-		Event *struct {
-			Rank int    `json:"rank"`
-			Kind string `json:"kind"`
-		} `json:"event"`
-	}
 	loss := map[int]map[int64]float64{0: {}, 1: {}}
-	last := map[int]map[string]line{0: {}, 1: {}}
+	last := map[int]map[string]jsonlLine{0: {}, 1: {}}
 	exits := map[int]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var l line
+		var l jsonlLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
@@ -107,18 +109,10 @@ func TestPSServerMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	type line struct {
-		Rank  int     `json:"rank"`
-		Step  int64   `json:"step"`
-		Kind  string  `json:"kind"`
-		Name  string  `json:"name"`
-		Peer  *int    `json:"peer"`
-		Value float64 `json:"value"`
-	}
-	last := map[int]map[string]line{3: {}, 4: {}}
+	last := map[int]map[string]jsonlLine{3: {}, 4: {}}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var l line
+		var l jsonlLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}

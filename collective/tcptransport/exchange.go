@@ -278,18 +278,18 @@ const maxIov = 1024
 func (l *tcpLink) startSend(tag collective.Tag, p [][]byte) {
 	n := frame.PartsLen(p)
 	frame.Put(&l.whdr, frame.Header{Seq: tag.Seq, Step: tag.Step, Len: uint64(n)})
-	l.xvec = append(append(l.xvec[:0], l.whdr[:]), p...)
+	l.wvs = append(append(l.wvs[:0], l.whdr[:]), p...)
 	l.xk = 0
 	l.wleft = len(l.whdr) + n
 }
 
 // endSend drops the references to the caller's payload.
 func (l *tcpLink) endSend() {
-	clear(l.xvec)
-	l.xvec = l.xvec[:0]
+	clear(l.wvs)
+	l.wvs = l.wvs[:0]
 }
 
-// writeSome runs one writev of what is left of the frame in l.xvec (up to
+// writeSome runs one writev of what is left of the frame in l.wvs (up to
 // maxIov pieces of it): non blocking, or with wait parked on the
 // netpoller until the socket takes some bytes. It returns how many it
 // took.
@@ -298,7 +298,7 @@ func (l *tcpLink) writeSome(wait bool) (int, error) {
 		return 0, l.wrcErr
 	}
 	l.wiov = l.wiov[:0]
-	for _, b := range l.xvec[l.xk:] {
+	for _, b := range l.wvs[l.xk:] {
 		if len(l.wiov) == maxIov {
 			break
 		}
@@ -322,11 +322,11 @@ func (l *tcpLink) writeSome(wait bool) (int, error) {
 		return 0, os.NewSyscallError("writev", l.werrno)
 	}
 	n := l.wn
-	for n > 0 || l.xk < len(l.xvec) && len(l.xvec[l.xk]) == 0 {
-		k := min(n, len(l.xvec[l.xk]))
-		l.xvec[l.xk] = l.xvec[l.xk][k:]
+	for n > 0 || l.xk < len(l.wvs) && len(l.wvs[l.xk]) == 0 {
+		k := min(n, len(l.wvs[l.xk]))
+		l.wvs[l.xk] = l.wvs[l.xk][k:]
 		n -= k
-		if len(l.xvec[l.xk]) == 0 {
+		if len(l.wvs[l.xk]) == 0 {
 			l.xk++
 		}
 	}

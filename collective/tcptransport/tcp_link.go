@@ -33,14 +33,13 @@ type tcpLink struct {
 	whdr [frame.HeaderSize]byte
 	wvec [2][]byte
 	wbuf net.Buffers
-	wvs  [][]byte // sendVec's header and parts
+	wvs  [][]byte // the header and parts of a SendVec, or of an Exchange's frame (from wvs[xk] still to write)
 
 	// An Exchange's writes (see exchange.go): the socket's RawConn, the
-	// frame's header and payload pieces left to write (from xvec[xk]) and
-	// their bytes, and the last writev.
+	// first piece of wvs left to write and the bytes left, and the last
+	// writev.
 	wrc    syscall.RawConn
 	wrcErr error // set if the socket could not be reached
-	xvec   [][]byte
 	xk     int
 	wleft  int
 	wiov   []syscall.Iovec
