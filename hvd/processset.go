@@ -326,7 +326,11 @@ func newSetRuntime(r *Runtime, ps *ProcessSet, tr collective.Transport) *Runtime
 	}
 	opts := collective.Options{Hierarchical: hierarchy(r.env.Hierarchical), Hosts: r.setHosts(ps.ranks)}
 	v.comm = collective.NewComm(tr, opts)
-	v.engine = engine.New(v.comm, engine.Config{Engine: r.env.Engine, Logger: log})
+	pub, head := r.pub, fmt.Sprintf("process set %d (job ranks %v; the ranks named below are positions in the set): ", ps.id, ps.ranks)
+	onStall := func(s engine.Stall) { // the set's stall warnings are events of the job too
+		pub.event(StallEvent, head+s.Text)
+	}
+	v.engine = engine.New(v.comm, engine.Config{Engine: r.env.Engine, Logger: log, OnStall: onStall})
 	return v
 }
 

@@ -158,7 +158,7 @@ func (r *Runtime) join(ctx context.Context, plan jobenv.JoinPlan) (collective.Tr
 // several ranks, its autotuning log.
 func (r *Runtime) engineConfig() (engine.Config, error) {
 	env := r.env
-	cfg := engine.Config{Engine: env.Engine, Logger: stallLogger(r.log, r.pub)} // stall warnings are events too
+	cfg := engine.Config{Engine: env.Engine, Logger: r.log, OnStall: stallEvent(r.pub)} // stall warnings are events too
 	if env.Rank != 0 {
 		return cfg, nil
 	}

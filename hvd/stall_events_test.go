@@ -88,3 +88,43 @@ func TestStalledTensorsIsAnEvent(t *testing.T) {
 		t.Errorf("event %+v, want a stall naming what each rank misses", got)
 	}
 }
+
+// TestProcessSetStallIsAnEvent: in a job of 3 ranks with the set {0, 1},
+// rank 0 all-reduces "late" on the set while rank 1 submits nothing to
+// it for longer than the stall warning time; a stall event naming the
+// set and the tensor reaches gorun, then rank 1 submits and both finish.
+func TestProcessSetStallIsAnEvent(t *testing.T) {
+	events := make(chan rendezvous.MetricPoint, 16)
+	rts, _ := metricsJob(t, 3, func(_ int, points []rendezvous.MetricPoint) {
+		for _, p := range points {
+			if p.Text != "" && strings.HasPrefix(p.Text, "process set ") {
+				select {
+				case events <- p:
+				default:
+				}
+			}
+		}
+	}, func(cfg *hvd.Config) {
+		cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout = 100*time.Millisecond, 0, time.Minute
+		cfg.LogLevel = "error"
+	})
+	var got rendezvous.MetricPoint
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		set, err := rt.AddProcessSet(context.Background(), []int{0, 1})
+		if err != nil || r == 2 {
+			return err
+		}
+		if r == 1 {
+			select {
+			case got = <-events:
+			case <-time.After(30 * time.Second):
+				t.Error("no stall event of the set within 30s")
+			}
+		}
+		return set.Allreduce(context.Background(), hvd.NewTensor("late", []float32{1}), kernels.Sum, hvd.ReduceOptions{})
+	})
+	t.Logf("event: %s: %s", got.Name, got.Text)
+	if got.Name != hvd.StallEvent || !strings.Contains(got.Text, "late") || !strings.HasPrefix(got.Text, "process set 1 (job ranks [0 1]; ") || !strings.Contains(got.Text, ": engine: negotiation is waiting") {
+		t.Errorf("event %+v, want a stall of the set naming the tensor \"late\"", got)
+	}
+}

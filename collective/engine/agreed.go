@@ -76,7 +76,7 @@ func (n *negotiator) checkStop(now time.Time) agreement {
 		}
 		a := agreement{err: rep.err(&n.stall)}
 		if n.rank == 0 {
-			a.note = &logNote{level: slog.LevelError, msg: "engine: stalled tensors: shutting down", args: []any{"err", a.err}}
+			a.note = &logNote{level: slog.LevelError, stall: StallShutdown, msg: "engine: stalled tensors: shutting down", args: []any{"err", a.err}}
 		}
 		return a
 	}

@@ -140,10 +140,15 @@ func (e *Engine) follow(a agreement) error {
 	return a.err
 }
 
-// note writes a log record of the negotiator's.
+// note writes a log record of the negotiator's, and passes a stall
+// warning to Config.OnStall.
 func (e *Engine) note(n *logNote) {
-	if n != nil {
-		e.log.Log(context.Background(), n.level, n.msg, n.args...)
+	if n == nil {
+		return
+	}
+	e.log.Log(context.Background(), n.level, n.msg, n.args...)
+	if n.stall != "" {
+		e.stalled(n.stall, n.msg, n.args)
 	}
 }
 

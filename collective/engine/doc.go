@@ -69,7 +69,8 @@
 // fails, naming the tensors, the ranks that submitted them and those that
 // did not);
 // a watchdog warns about ranks that do not negotiate at all (they have
-// submitted nothing, or are stopped). The control all-reduce of step 2
+// submitted nothing, or are stopped). Each of these warnings also goes to
+// Config.OnStall as a Stall of its kind, whatever the log level. The control all-reduce of step 2
 // bounds each of its waits (OpTimeout, or StallShutdown when shorter): a
 // rank that misses its deadline, or whose link breaks, is marked in an
 // answer section of the control vector that travels on with it, so every

@@ -37,6 +37,12 @@ type Config struct {
 	// Logger receives the engine's logs; it should carry the rank. nil
 	// means slog.Default() with the rank attached.
 	Logger *slog.Logger
+	// OnStall, when set, is called with each stall warning the Engine
+	// logs (whatever the log level): rank 0's stalled tensors and its
+	// stall shutdown, and any rank's negotiation waiting for silent
+	// ranks. It is called from the Engine's goroutines and must not
+	// block.
+	OnStall func(Stall)
 	// Now is the clock used for measurements (stall times, the timeline,
 	// statistics, autotuning); nil means time.Now. Cycles are paced by
 	// real time.

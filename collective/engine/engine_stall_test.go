@@ -17,8 +17,9 @@ import (
 	"github.com/gorovod/gorovod/kernels"
 )
 
-// stallEngines starts n engines with short stall times; rank 0 logs into
-// the returned buffer.
+// stallEngines starts n engines with short stall times; they log into
+// the returned buffer, and their Config.OnStall writes a line there too:
+// "onstall rank=R kind=\"K\": text".
 func stallEngines(t *testing.T, n int, warn, shutdown time.Duration) ([]*engine.Engine, []*collective.Comm, *testutil.SyncBuffer) {
 	t.Helper()
 	logs := &testutil.SyncBuffer{}
@@ -28,6 +29,9 @@ func stallEngines(t *testing.T, n int, warn, shutdown time.Duration) ([]*engine.
 		cfg := testConfig()
 		cfg.StallWarning, cfg.StallShutdown = warn, shutdown
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("rank", r)
+		cfg.OnStall = func(s engine.Stall) {
+			fmt.Fprintf(logs, "onstall rank=%d kind=%q: %s\n", r, s.Kind, s.Text)
+		}
 		es[r] = engine.New(c, cfg)
 	}
 	t.Cleanup(func() {
@@ -70,6 +74,12 @@ func TestEngineStall(t *testing.T) {
 			if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "level=ERROR") || !strings.Contains(out, missing) || !strings.Contains(out, "uneven data") {
 				t.Fatalf("no stall warning naming %q in:\n%s", missing, out)
 			}
+			for _, want := range []string{`onstall rank=0 kind="stalled tensors": engine: stalled tensors: some ranks submitted tensors that other ranks have not; tensors: `,
+				"; missing: " + missing + ";", `onstall rank=0 kind="stall shutdown": engine: stalled tensors: shutting down; err: `} {
+				if !strings.Contains(out, want) {
+					t.Fatalf("OnStall was not told %q:\n%s", want, out)
+				}
+			}
 			for _, line := range strings.Split(out, "\n") {
 				if strings.Contains(line, "stalled tensors") && !strings.Contains(line, "rank=0") {
 					t.Fatalf("only rank 0 speaks for the job:\n%s", out)
@@ -97,6 +107,9 @@ func TestEngineWatchdog(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "negotiation is waiting for ranks that have submitted nothing") || !strings.Contains(out, `missing="rank 1"`) {
 		t.Fatalf("no warning naming rank 1:\n%s", out)
+	}
+	if out := logs.String(); !strings.Contains(out, `onstall rank=0 kind="negotiation waiting": engine: negotiation is waiting for ranks that have submitted nothing (or are stopped); missing: rank 1; waited: `) {
+		t.Fatalf("OnStall was not told of the wait for rank 1:\n%s", out)
 	}
 	if err := es[1].Submit(allreduceReq("a", kernels.F32, kernels.Sum, 1), make([]byte, 4)).Wait(ctx); err == nil {
 		t.Fatal("rank 1's later operation succeeded after the job failed")

@@ -104,6 +104,7 @@ type logNote struct {
 	level slog.Level
 	msg   string
 	args  []any
+	stall StallKind // a stall warning (see Config.OnStall); "" for none
 }
 
 // submit takes a request submitted on this rank (en.slot -1, en.state

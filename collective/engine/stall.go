@@ -239,7 +239,7 @@ func (n *negotiator) inspect(now time.Time) *logNote {
 	if n.stall.shutdown > 0 {
 		ends = fmt.Sprintf("after %v (%s)", n.stall.shutdown, n.stall.limitName())
 	}
-	return &logNote{level: slog.LevelWarn, msg: "engine: stalled tensors: some ranks submitted tensors that other ranks have not",
+	return &logNote{level: slog.LevelWarn, stall: StallTensors, msg: "engine: stalled tensors: some ranks submitted tensors that other ranks have not",
 		args: []any{"tensors", rep.tensors, "waited", rep.oldest.Round(time.Millisecond), "submitted", rep.submitted(),
 			"missing", rep.ranks(), "fails", ends, "hint", stallHint}}
 }

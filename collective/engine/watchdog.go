@@ -35,9 +35,11 @@ func (e *Engine) watch() {
 			continue
 		}
 		warned = seq
-		e.log.Warn("engine: negotiation is waiting for ranks that have submitted nothing (or are stopped)",
-			"missing", w.missing(e.c), "waited", waited.Round(time.Millisecond),
-			"tensors", nameList(pending, more), "hint", stallHint)
+		const msg = "engine: negotiation is waiting for ranks that have submitted nothing (or are stopped)"
+		args := []any{"missing", w.missing(e.c), "waited", waited.Round(time.Millisecond),
+			"tensors", nameList(pending, more), "hint", stallHint}
+		e.log.Warn(msg, args...)
+		e.stalled(StallWaiting, msg, args)
 	}
 }
 
