@@ -97,7 +97,8 @@ func TestMetricsDir(t *testing.T) {
 // metrics.jsonl, under its rank (3 and 4): its step, the pushes and pulls
 // it served (at least one push per step the chief counts done, every
 // worker's step pushing to both servers), the bytes in and out, and the
-// push staleness of each worker with the worker's rank in the field peer.
+// push staleness of each worker with the worker's rank in the field peer;
+// summary.svg charts them and the workers' step times.
 func TestPSServerMetrics(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
 	r := run(t, command(context.Background(), nil, append([]string{bin(t, "gorun"), "--ps", "2", "-np", "2", "--log-level", "warn", "--metrics-dir", dir},
@@ -145,6 +146,15 @@ func TestPSServerMetrics(t *testing.T) {
 			if l, ok := got["ps/server_push_staleness peer "+strconv.Itoa(worker)]; !ok || l.Value < 0 {
 				t.Errorf("server rank %d: push staleness of worker rank %d: %+v (present %t)", rank, worker, l, ok)
 			}
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "summary.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, title := range []string{"ps/server_step", "ps/server_bytes_in", "ps/server_push_staleness/1", "ps/server_push_staleness/2", "max of ps/step_seconds)"} {
+		if !strings.Contains(string(svg), title+"<") {
+			t.Errorf("summary.svg has no chart %q", title)
 		}
 	}
 }

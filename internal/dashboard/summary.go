@@ -51,22 +51,45 @@ type panel struct {
 	lines []metrics.Series
 }
 
+// PSStepSecondsSeries is a parameter-server worker's step time, whose
+// spread summary.svg shows when no rank has StepSecondsSeries.
+const PSStepSecondsSeries = "ps/step_seconds"
+
+// IsPSChart reports whether a series is one of a parameter-server job's
+// charted in summary.svg: a server's runtime series ("ps/server_*", a
+// chart per name, so one per worker of ps/server_push_staleness/P) or a
+// worker's staleness ("ps/staleness").
+func IsPSChart(kind metrics.Kind, name string) bool {
+	return kind == metrics.Runtime && (strings.HasPrefix(name, "ps/server_") || name == "ps/staleness")
+}
+
 // WriteSummarySVG writes a standalone SVG (no script) of a job's
 // metrics, for --metrics-dir's summary.svg: a chart of every scalar over
 // steps, loss and accuracy first, a line per rank; the collective
-// throughput series (see IsThroughput); and the spread of each rank's
-// step time (min, median and max of hvd/step_seconds) as bars.
+// throughput series (see IsThroughput); a parameter-server job's server
+// and staleness series (see IsPSChart); and the spread of each rank's
+// step time (min, median and max of hvd/step_seconds, or of a
+// parameter-server worker's ps/step_seconds) as bars.
 func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
 	byName := map[string]*panel{}
-	var scalars, throughput []*panel
-	var stepSeries []metrics.Series
+	var scalars, throughput, servers []*panel
+	var stepSeries, psStepSeries []metrics.Series
 	for _, s := range snap.Series {
 		if s.Kind == metrics.Runtime && s.Name == StepSecondsSeries {
 			stepSeries = append(stepSeries, s)
 			continue
 		}
-		isScalar := s.Kind == metrics.Scalar
-		if !isScalar && !IsThroughput(s.Kind, s.Name) {
+		if s.Kind == metrics.Runtime && s.Name == PSStepSecondsSeries {
+			psStepSeries = append(psStepSeries, s)
+			continue
+		}
+		group := &throughput
+		switch {
+		case s.Kind == metrics.Scalar:
+			group = &scalars
+		case IsPSChart(s.Kind, s.Name):
+			group = &servers
+		case !IsThroughput(s.Kind, s.Name):
 			continue
 		}
 		k := string(s.Kind) + "\x00" + s.Name
@@ -74,13 +97,13 @@ func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
 		if p == nil {
 			p = &panel{title: s.Name}
 			byName[k] = p
-			if isScalar {
-				scalars = append(scalars, p)
-			} else {
-				throughput = append(throughput, p)
-			}
+			*group = append(*group, p)
 		}
 		p.lines = append(p.lines, s)
+	}
+	stepName := StepSecondsSeries
+	if len(stepSeries) == 0 && len(psStepSeries) > 0 {
+		stepSeries, stepName = psStepSeries, PSStepSecondsSeries
 	}
 	order := func(n string) int {
 		switch {
@@ -99,11 +122,12 @@ func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
 		return scalars[i].title < scalars[j].title
 	})
 	sort.Slice(throughput, func(i, j int) bool { return throughput[i].title < throughput[j].title })
-	for _, p := range append(append([]*panel(nil), scalars...), throughput...) {
+	sort.Slice(servers, func(i, j int) bool { return lessPeerName(servers[i].title, servers[j].title) })
+	for _, p := range append(append(append([]*panel(nil), scalars...), throughput...), servers...) {
 		sort.Slice(p.lines, func(i, j int) bool { return p.lines[i].Rank < p.lines[j].Rank })
 	}
 
-	n := len(scalars) + len(throughput) + 1 // and the step-time spread
+	n := len(scalars) + len(throughput) + len(servers) + 1 // and the step-time spread
 	rows := (n + sumCols - 1) / sumCols
 	width := sumCols*sumPanelW + (sumCols+1)*sumGap
 	height := sumTitleH + rows*(sumPanelH+sumGap) + sumGap
@@ -141,10 +165,25 @@ func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
 		x, y := at()
 		linePanel(b, x, y, p, strings.Contains(p.title, "bytes"))
 	}
+	for _, p := range servers {
+		x, y := at()
+		linePanel(b, x, y, p, strings.Contains(p.title, "bytes"))
+	}
 	x, y := at()
-	spreadPanel(b, x, y, stepSeries)
+	spreadPanel(b, x, y, stepSeries, stepName)
 	b.WriteString("</svg>\n")
 	return b.Flush()
+}
+
+// lessPeerName orders series names, those that end in a peer's number
+// ("ps/server_push_staleness/10") by that number after the same name.
+func lessPeerName(a, b string) bool {
+	ab, ap, aok := metrics.SplitPeer(metrics.Runtime, a)
+	bb, bp, bok := metrics.SplitPeer(metrics.Runtime, b)
+	if aok && bok && ab == bb {
+		return ap < bp
+	}
+	return a < b
 }
 
 func esc(s string) string {
@@ -278,8 +317,8 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // spreadPanel draws, per rank, a bar from the least to the greatest of
 // its step times with a mark at the median.
-func spreadPanel(b *bufio.Writer, x, y int, series []metrics.Series) {
-	px, py, pw, ph := frame(b, x, y, "step time per rank (min, median, max of "+StepSecondsSeries+")")
+func spreadPanel(b *bufio.Writer, x, y int, series []metrics.Series, name string) {
+	px, py, pw, ph := frame(b, x, y, "step time per rank (min, median, max of "+name+")")
 	type spread struct {
 		rank        int
 		lo, med, hi float64
@@ -305,7 +344,7 @@ func spreadPanel(b *bufio.Writer, x, y int, series []metrics.Series) {
 		lo, hi = math.Min(lo, v[0]), math.Max(hi, v[len(v)-1])
 	}
 	if len(sp) == 0 {
-		fmt.Fprintf(b, `<text x="%s" y="%s" fill="#656d76">no %s series</text></g>`+"\n", fnum(px), fnum(py+ph/2), StepSecondsSeries)
+		fmt.Fprintf(b, `<text x="%s" y="%s" fill="#656d76">no %s series</text></g>`+"\n", fnum(px), fnum(py+ph/2), name)
 		return
 	}
 	sort.Slice(sp, func(i, j int) bool { return sp[i].rank < sp[j].rank })

@@ -77,3 +77,53 @@ func TestWriteSummarySVG(t *testing.T) {
 		t.Errorf("empty summary: %v", err)
 	}
 }
+
+// TestWriteSummarySVGParameterServers: a parameter-server job's summary
+// charts each ps/server_* series (one chart per worker's push staleness,
+// in the workers' order), the workers' ps/staleness, and the spread of
+// the workers' ps/step_seconds when no rank has hvd/step_seconds.
+func TestWriteSummarySVGParameterServers(t *testing.T) {
+	series := func(rank int, name string, v float64) metrics.Series {
+		s := metrics.Series{Rank: rank, Kind: metrics.Runtime, Name: name}
+		for k := int64(1); k <= 20; k++ {
+			s.Steps, s.Values = append(s.Steps, k), append(s.Values, v*float64(k%5+1))
+		}
+		return s
+	}
+	snap := metrics.Snapshot{Job: "psminimal -np 2", Series: []metrics.Series{
+		series(1, "ps/step_seconds", 0.01), series(2, "ps/step_seconds", 0.02),
+		series(1, "ps/staleness", 1), series(2, "ps/staleness", 2),
+		series(11, "ps/server_step", 3), series(12, "ps/server_step", 3),
+		series(11, "ps/server_bytes_in", 1<<20),
+		series(11, "ps/server_push_staleness/10", 1), series(11, "ps/server_push_staleness/2", 1),
+		series(12, "ps/server_push_staleness/2", 2),
+	}}
+	var buf bytes.Buffer
+	if err := WriteSummarySVG(&buf, snap); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if err := xml.Unmarshal(buf.Bytes(), new(struct{})); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+	at := func(s string) int {
+		i := strings.Index(out, ">"+s+"<")
+		if i < 0 {
+			t.Errorf("summary has no chart titled %q", s)
+		}
+		return i
+	}
+	at("ps/server_step")
+	at("ps/server_bytes_in")
+	at("ps/staleness")
+	at("step time per rank (min, median, max of ps/step_seconds)")
+	if two, ten := at("ps/server_push_staleness/2"), at("ps/server_push_staleness/10"); two > ten {
+		t.Error("worker 10's staleness is charted before worker 2's")
+	}
+	if n := strings.Count(out, `class="line"`); n != 8 {
+		t.Errorf("%d lines, want 8 (2 ps/staleness, 2 ps/server_step, 1 bytes in, 1 + 2 push staleness)", n)
+	}
+	if n := strings.Count(out, `class="spread"`); n != 2 {
+		t.Errorf("%d step-time bars, want 2 (the workers)", n)
+	}
+}
