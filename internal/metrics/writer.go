@@ -37,7 +37,8 @@ type Writer struct {
 	f       *os.File
 	w       *bufio.Writer
 	line    []byte
-	enc     []byte // appendPointLine's buffer
+	enc     []byte   // appendPointLine's buffer
+	times   timeText // the time of the last point line, formatted
 	written int64
 	full    bool  // the limit was reached
 	err     error // the first write error
@@ -148,7 +149,10 @@ func line(p *Point) pointLine {
 // makes, to b without reflection (a point line costs a tenth as much),
 // or returns nil where p has a string that needs escaping or a time
 // outside the years 0 to 9999: those go through json.Marshal.
-func appendPointLine(b []byte, p *Point) []byte {
+//
+// The points of one LogScalars call share their time, so the last time
+// formatted is kept in tt (nil: none).
+func appendPointLine(b []byte, p *Point, tt *timeText) []byte {
 	name, peer, hasPeer := p.Name, 0, false
 	if base, n, ok := SplitPeer(p.Kind, p.Name); ok {
 		name, peer, hasPeer = base, n, true
@@ -164,7 +168,7 @@ func appendPointLine(b []byte, p *Point) []byte {
 	b = append(b, `,"step":`...)
 	b = strconv.AppendInt(b, p.Step, 10)
 	b = append(b, `,"time":"`...)
-	b = p.Time.AppendFormat(b, time.RFC3339Nano)
+	b = tt.append(b, p.Time)
 	b = append(append(append(b, `","kind":"`...), p.Kind...), `","name":"`...)
 	b = append(append(b, name...), '"')
 	if hasPeer {
@@ -179,6 +183,25 @@ func appendPointLine(b []byte, p *Point) []byte {
 		b = appendJSONFloat(b, v)
 	}
 	return append(b, '}')
+}
+
+// timeText is a time and its RFC 3339 text (as time.Time's MarshalJSON
+// writes it), kept to be written again.
+type timeText struct {
+	t    time.Time
+	text []byte
+}
+
+// append appends t's text to b, formatting it only when it is not tt's
+// time (in the same location); a nil tt formats every time.
+func (tt *timeText) append(b []byte, t time.Time) []byte {
+	if tt == nil {
+		return t.AppendFormat(b, time.RFC3339Nano)
+	}
+	if tt.text == nil || !t.Equal(tt.t) || t.Location() != tt.t.Location() {
+		tt.t, tt.text = t, t.AppendFormat(tt.text[:0], time.RFC3339Nano)
+	}
+	return append(b, tt.text...)
 }
 
 // plainJSON reports whether s is written in JSON as it is, between
@@ -220,7 +243,7 @@ func (w *Writer) writeLocked(v any) bool {
 	}
 	var b []byte
 	if p, ok := v.(*Point); ok {
-		b = appendPointLine(w.enc[:0], p)
+		b = appendPointLine(w.enc[:0], p, &w.times)
 		w.enc = b
 		v = nil
 		if b == nil {
