@@ -2,7 +2,9 @@ package hvd_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -10,43 +12,67 @@ import (
 	"time"
 
 	"github.com/gorovod/gorovod/hvd"
+	"github.com/gorovod/gorovod/internal/metrics"
 	"github.com/gorovod/gorovod/kernels"
 	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // BenchmarkLogScalarsInSteps is the cost of LogScalars in a training
-// loop: 4 ranks of an in-process job, whose metrics go through a real
-// rendezvous server, run steps of a little computing and an all-reduce
-// of 256 Ki float32. The steps go in blocks of 16, and the blocks in
-// groups of 4: two blocks that make a pair "on" and "off" (in one order
-// in even groups, the other in odd ones), in which "on" calls LogScalars
-// (4 scalars a call) about 10,000 times a second on every rank (after
-// each step, the calls that the time in "on" steps so far owes) and "off"
-// does not; then two "off" blocks, a control pair measured the same way
-// (the first against the second in even groups, the other way round in
-// odd ones).
-// It reports the median step time of "on" and "off" blocks
-// (on-ns/step, off-ns/step); the median over the pairs of the difference
-// of a pair's two blocks relative to its "off" block, in percent
-// (overhead-%: neighbours share the load of a loaded machine, and the
-// alternating order cancels its drift); the same for the control pairs
-// (off/off-%, the noise that is left, whose spread says how far to
-// trust overhead-%); the calls per second the "on" blocks made on rank
-// 0; and the points dropped. The points are sent every ScalarInterval
-// whatever the block, so part of the cost of sending and receiving them
-// lands in blocks without calls and cancels out of the pairs: overhead-%
-// is the calls' cost and what of the rest fell in their own block.
+// loop, sender and receiver together: 4 ranks of an in-process job run
+// steps of a little computing and an all-reduce of 256 Ki float32, and
+// their points go through a real rendezvous server into gorun's
+// metrics.Store: "receiver=store" as gorun --dashboard has it,
+// "receiver=store+jsonl" writing metrics.jsonl too, as --metrics-dir.
+//
+// The steps go in blocks of about a second, each after a gap of about
+// 0.4 s that is not measured (longer than ScalarInterval, so that the
+// points of a block are sent, received and written before the next block
+// starts), and the blocks in groups of 4: an "on" and an "off" block (in
+// one order in even groups, the other in odd ones), where "on" calls
+// LogScalars (4 scalars a call) about 10,000 times a second on every rank (2,500 in
+// the third case, 10,000 over the job)
+// (after each step, the calls that the time in "on" steps so far owes)
+// and "off" does not; then two "off" blocks, a control pair measured the
+// same way. b.N is the number of groups (at least 6).
+//
+// Per block, rank 0 takes the wall time per step and the process's CPU
+// time (every rank, the server, the Store and the file) per step. It
+// reports the medians of "on" and "off" blocks (on-ns/step,
+// off-ns/step); over the pairs, the median of the difference of a pair's
+// two blocks relative to its "off" block in wall time (overhead-%) and in
+// CPU time (cpu-overhead-%: on a machine whose CPUs the job keeps busy,
+// as the 4 ranks keep 2, extra CPU is extra step time; CPU time is far
+// less disturbed by other load than wall time); the same two for the
+// control pairs (off/off-%, cpu-off/off-%: the noise); the calls per
+// second the "on" blocks made on rank 0; and the points dropped.
 func BenchmarkLogScalarsInSteps(b *testing.B) {
+	for _, c := range []struct {
+		recv string
+		rate int
+	}{{"store", 10_000}, {"store+jsonl", 10_000}, {"store+jsonl", 2_500}} {
+		b.Run(fmt.Sprintf("receiver=%s/calls=%d", c.recv, c.rate), func(b *testing.B) { logScalarsInSteps(b, c.recv == "store+jsonl", c.rate) })
+	}
+}
+
+// logScalarsInSteps is BenchmarkLogScalarsInSteps, with metrics.jsonl
+// written where jsonl is set, and rate calls a second on each rank in
+// "on" blocks.
+func logScalarsInSteps(b *testing.B, jsonl bool, rate int) {
 	const (
 		n       = 4
-		block   = 16      // steps per block
 		group   = 4       // blocks per group: an on/off pair, then an off/off pair
-		rate    = 10_000  // LogScalars calls per second per rank, in "on" blocks
 		elems   = 1 << 18 // all-reduced float32 per step
 		compute = 1 << 16 // float64 multiply-adds per step
+		blockT  = time.Second
+		gapT    = 400 * time.Millisecond
 	)
-	var received atomic.Int64
-	rts, _ := metricsJob(b, n, func(_ int, points []rendezvous.MetricPoint) { received.Add(int64(len(points))) })
+	var cfg metrics.Config
+	if jsonl {
+		cfg.Out = newBenchWriter(b)
+	}
+	st := metrics.NewStore(cfg)
+	defer st.Close()
+	rts, _ := metricsJob(b, n, st.AddRankPoints)
 	ctx := context.Background()
 	scalars := map[string]float64{"loss": 0.5, "accuracy": 0.9, "lr": 0.01, "samples_per_second": 1e4}
 	work := make([][]float64, n)
@@ -68,40 +94,45 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 		pos, g := k%group, k/group
 		return pos < 2 && pos == g%2
 	}
-	var calls atomic.Int64     // rank 0's
-	var blocks []time.Duration // rank 0's step time in each block
+	type block struct{ wall, cpu time.Duration } // per step
+	var blocks []block                           // rank 0's
+	var calls atomic.Int64                       // rank 0's
 	var onTime time.Duration
-	run := func(steps int, measure bool) {
+	// run runs blocks of blockSteps steps, each after gapSteps steps (no
+	// blocks: steps steps, unmeasured).
+	run := func(nblocks, blockSteps, gapSteps int) {
+		period := gapSteps + blockSteps
+		steps := nblocks * period
 		each(b, rts, func(r int, rt *hvd.Runtime) error {
 			x := make([]float32, elems)
-			var stepNo, made int64
+			var made int64
 			var logged time.Duration // time in "on" steps so far
-			blockStart := time.Now()
+			var t0 time.Time
+			var c0 time.Duration
 			for i := range steps {
-				logging := measure && on(i/block)
-				t0 := time.Now()
+				k, pos := i/period, i%period
+				inBlock := pos >= gapSteps
+				logging := inBlock && on(k)
+				if r == 0 && pos == gapSteps {
+					t0, c0 = time.Now(), cpuTime()
+				}
+				s0 := time.Now()
 				if err := step(rt, x); err != nil {
 					return err
 				}
 				if logging {
 					// The calls owed at rate for the time in "on" steps,
 					// this one included.
-					d := time.Since(t0)
-					for ; made < int64((logged+d).Seconds()*rate); made++ {
-						rt.LogScalars(stepNo, scalars)
+					for d := time.Since(s0); made < int64((logged+d).Seconds()*float64(rate)); made++ {
+						rt.LogScalars(int64(i), scalars)
 					}
-					logged += time.Since(t0) // the step and the calls
+					logged += time.Since(s0) // the step and the calls
 				}
-				stepNo++
-				if r != 0 || (i+1)%block != 0 {
-					continue
-				}
-				d := time.Since(blockStart) / block
-				blockStart = time.Now()
-				if measure {
-					blocks = append(blocks, d)
+				if r == 0 && pos == period-1 && blockSteps > 0 {
+					wall := time.Since(t0)
+					blocks = append(blocks, block{wall / time.Duration(blockSteps), (cpuTime() - c0) / time.Duration(blockSteps)})
 					if logging {
-						onTime += d * block
+						onTime += wall
 					}
 				}
 			}
@@ -111,11 +142,14 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 			return nil
 		})
 	}
-	run(2*block, false) // warm-up: connections, buffers, the step time
-	steps := max(b.N, 2*group*block)
-	steps -= steps % (group * block) // whole groups
+	// Warm-up (connections, buffers), then the step time sets the plan.
+	start := time.Now()
+	run(1, 0, 200)
+	stepT := time.Since(start) / 200
+	blockSteps, gapSteps := max(16, int(blockT/stepT)), max(8, int(gapT/stepT))
+	groups := max(6, b.N)
 	b.ResetTimer()
-	run(steps, true)
+	run(groups*group, blockSteps, gapSteps)
 	b.StopTimer()
 	for _, rt := range rts {
 		if err := rt.Shutdown(); err != nil {
@@ -123,19 +157,20 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 		}
 	}
 	var onBlocks, offBlocks []time.Duration
-	var pairs, control []float64
+	var pairs, control, cpuPairs, cpuControl []float64
+	rel := func(x, y time.Duration) float64 { return float64(x-y) / float64(y) }
 	for g := 0; g+group <= len(blocks); g += group {
 		a, c := blocks[g], blocks[g+1] // the on/off pair, "on" first in even groups
 		if !on(g) {
 			a, c = c, a
 		}
-		onBlocks, offBlocks = append(onBlocks, a), append(offBlocks, c, blocks[g+2], blocks[g+3])
-		pairs = append(pairs, float64(a-c)/float64(c))
+		onBlocks, offBlocks = append(onBlocks, a.wall), append(offBlocks, c.wall, blocks[g+2].wall, blocks[g+3].wall)
+		pairs, cpuPairs = append(pairs, rel(a.wall, c.wall)), append(cpuPairs, rel(a.cpu, c.cpu))
 		x, y := blocks[g+2], blocks[g+3] // the control pair, in the order of the other
 		if !on(g) {
 			x, y = y, x
 		}
-		control = append(control, float64(x-y)/float64(y))
+		control, cpuControl = append(control, rel(x.wall, y.wall)), append(cpuControl, rel(x.cpu, y.cpu))
 	}
 	if len(pairs) < 2 {
 		b.Fatalf("%d blocks: too few for pairs", len(blocks))
@@ -144,6 +179,8 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 	b.ReportMetric(float64(median(onBlocks).Nanoseconds()), "on-ns/step")
 	b.ReportMetric(100*medianFloat(pairs), "overhead-%")
 	b.ReportMetric(100*medianFloat(control), "off/off-%")
+	b.ReportMetric(100*medianFloat(cpuPairs), "cpu-overhead-%")
+	b.ReportMetric(100*medianFloat(cpuControl), "cpu-off/off-%")
 	b.ReportMetric(float64(len(pairs)), "pairs")
 	b.ReportMetric(float64(calls.Load())/onTime.Seconds(), "calls/s")
 	var dropped int64
@@ -151,9 +188,18 @@ func BenchmarkLogScalarsInSteps(b *testing.B) {
 		dropped += rt.DroppedScalars()
 	}
 	b.ReportMetric(float64(dropped), "dropped")
-	if received.Load() == 0 {
-		b.Fatal("no point reached the server")
+	if want := 4 * calls.Load(); st.Accepted() < want {
+		b.Fatalf("the store took %d points; rank 0 alone logged %d", st.Accepted(), want)
 	}
+}
+
+// newBenchWriter is a metrics.jsonl Writer in a temporary directory.
+func newBenchWriter(b *testing.B) *metrics.Writer {
+	w, err := metrics.NewWriter(filepath.Join(b.TempDir(), "metrics.jsonl"), 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w
 }
 
 // medianFloat is the median of xs (the mean of the middle two of an even
@@ -175,45 +221,65 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // BenchmarkLogScalarsEndToEnd is the whole cost of one LogScalars call of
-// 4 scalars, from the call to the points handed to the rendezvous
-// server's OnMetrics (the buffer, the sending goroutine, packing, the
-// connection, unpacking), in CPU time of the process (cpu-ns/call) as
-// well as wall time: rank 0 of a 2-rank in-process job calls it b.N times
-// at full speed, then waits until every point has arrived. At 10,000
-// calls a second, a rank spends 10,000 × cpu-ns/call of CPU a second on
-// its scalars, sender and receiver together.
+// 4 scalars, from the call to the points taken by what receives them
+// (the buffer, the sending goroutine, packing, the connection, unpacking,
+// and the receiver), in CPU time of the process (cpu-ns/call) as well as
+// wall time: rank 0 of a 2-rank in-process job calls it b.N times at full
+// speed, then waits until every point has arrived. The receiver is the
+// rendezvous server's OnMetrics: "count" only counts the points; "store"
+// is gorun's metrics.Store (as with --dashboard); "store+jsonl" is a Store
+// that writes metrics.jsonl too (as with --metrics-dir). At 10,000 calls
+// a second, a rank and gorun spend 10,000 × cpu-ns/call of CPU a second
+// on its scalars.
 func BenchmarkLogScalarsEndToEnd(b *testing.B) {
-	var received atomic.Int64
-	rts, _ := metricsJob(b, 2, func(_ int, points []rendezvous.MetricPoint) {
-		n := 0
-		for _, p := range points {
-			if !p.Runtime {
-				n++
+	for _, recv := range []string{"count", "store", "store+jsonl"} {
+		b.Run("receiver="+recv, func(b *testing.B) {
+			var received atomic.Int64
+			var st *metrics.Store
+			switch recv {
+			case "store":
+				st = metrics.NewStore(metrics.Config{})
+			case "store+jsonl":
+				st = metrics.NewStore(metrics.Config{Out: newBenchWriter(b)})
 			}
-		}
-		received.Add(int64(n))
-	})
-	scalars := map[string]float64{"loss": 0.5, "accuracy": 0.9, "lr": 0.01, "samples_per_second": 1e4}
-	rt := rts[0]
-	cpu0 := cpuTime()
-	b.ResetTimer()
-	for i := range b.N {
-		rt.LogScalars(int64(i), scalars)
-		if i%1024 == 1023 { // at most a buffer's worth in flight, as a rank that logs 10,000 calls a second has
-			for received.Load()+rt.DroppedScalars() < int64(4*(i+1)-scalarLag) {
+			rts, _ := metricsJob(b, 2, func(rank int, points []rendezvous.MetricPoint) {
+				if st != nil {
+					st.AddRankPoints(rank, points)
+				}
+				n := 0
+				for _, p := range points {
+					if !p.Runtime {
+						n++
+					}
+				}
+				received.Add(int64(n))
+			})
+			scalars := map[string]float64{"loss": 0.5, "accuracy": 0.9, "lr": 0.01, "samples_per_second": 1e4}
+			rt := rts[0]
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for i := range b.N {
+				rt.LogScalars(int64(i), scalars)
+				if i%1024 == 1023 { // at most a buffer's worth in flight, as a rank that logs 10,000 calls a second has
+					for received.Load()+rt.DroppedScalars() < int64(4*(i+1)-scalarLag) {
+						time.Sleep(100 * time.Microsecond)
+					}
+				}
+			}
+			for received.Load()+rt.DroppedScalars() < int64(4*b.N) {
 				time.Sleep(100 * time.Microsecond)
 			}
-		}
-	}
-	for received.Load()+rt.DroppedScalars() < int64(4*b.N) {
-		time.Sleep(100 * time.Microsecond)
-	}
-	b.StopTimer()
-	cpu := cpuTime() - cpu0
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/call")
-	b.ReportMetric(float64(rt.DroppedScalars()), "dropped")
-	for _, rt := range rts {
-		rt.Shutdown()
+			b.StopTimer()
+			cpu := cpuTime() - cpu0
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/call")
+			b.ReportMetric(float64(rt.DroppedScalars()), "dropped")
+			for _, rt := range rts {
+				rt.Shutdown()
+			}
+			if st != nil {
+				st.Close()
+			}
+		})
 	}
 }
 

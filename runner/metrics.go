@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/gorovod/gorovod/internal/metrics"
 	"github.com/gorovod/gorovod/jobenv"
@@ -53,31 +52,14 @@ func openMetrics(c Config) (*metrics.Store, func()) {
 	return c.Metrics, c.Metrics.End
 }
 
-// metricsReceiver is the rendezvous server's OnMetrics for st: the ranks'
-// points go into it, and their events (points with a Text: the engine's
-// stall warnings) into its event log. Nil without a Store, so that the ranks learn that
+// metricsReceiver is the rendezvous server's OnMetrics for st (see
+// Store.AddRankPoints). Nil without a Store, so that the ranks learn that
 // nobody takes their points and stop sending them.
 func metricsReceiver(st *metrics.Store) func(int, []rendezvous.MetricPoint) {
 	if st == nil {
 		return nil
 	}
-	return func(rank int, pts []rendezvous.MetricPoint) {
-		out := make([]metrics.Point, 0, len(pts))
-		for _, p := range pts {
-			if p.Text != "" { // an event of the rank (a stall warning)
-				st.Add(out)
-				out = out[:0]
-				st.AddEvent(metrics.Event{Time: time.Unix(0, p.Time), Rank: rank, Kind: p.Name, Text: p.Text})
-				continue
-			}
-			kind := metrics.Scalar
-			if p.Runtime {
-				kind = metrics.Runtime
-			}
-			out = append(out, metrics.Point{Rank: rank, Step: p.Step, Time: time.Unix(0, p.Time), Kind: kind, Name: p.Name, Value: p.Value})
-		}
-		st.Add(out)
-	}
+	return st.AddRankPoints
 }
 
 // rankStarted tells the job's Store that rank started on host; the

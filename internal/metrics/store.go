@@ -105,8 +105,10 @@ type Store struct {
 	events []Event // a ring of at most MaxEvents
 	evNext int     // where the next event goes once the ring is full
 	subs   map[*subscriber]struct{}
-	ended  bool
-	closed bool
+	// scratch holds Add's points while nobody subscribes (see Add).
+	scratch []Point
+	ended   bool
+	closed  bool
 }
 
 // rankState is one rank's row and series.
@@ -188,10 +190,21 @@ func (s *Store) Add(points []Point) {
 		return
 	}
 	now := s.cfg.Now()
-	kept := make([]Point, 0, len(points))
-	touched := map[int]bool{}
+	// What is kept goes to Out and, in an Update, to the subscribers,
+	// which keep it: a new slice only when there are some, else the
+	// Store's own, reused (Out is done with it when WritePoints returns).
+	kept := s.scratch[:0]
+	if len(s.subs) > 0 {
+		kept = make([]Point, 0, len(points))
+	}
+	var touched []int // ranks whose row changed
+	var last *rankState
 	for _, p := range points {
-		rs := s.rank(p.Rank)
+		rs := last
+		if rs == nil || rs.info.Rank != p.Rank {
+			rs = s.rank(p.Rank)
+			last = rs
+		}
 		k := seriesKey{p.Kind, p.Name}
 		sr := rs.series[k]
 		if sr == nil {
@@ -215,10 +228,13 @@ func (s *Store) Add(points []Point) {
 		if p.Host == "" {
 			p.Host = rs.info.Host
 		}
-		if p.Kind == Runtime && rs.info.apply(p) {
-			touched[p.Rank] = true
+		if p.Kind == Runtime && rs.info.apply(p) && !slices.Contains(touched, p.Rank) {
+			touched = append(touched, p.Rank)
 		}
 		kept = append(kept, p)
+	}
+	if len(s.subs) == 0 {
+		s.scratch = kept[:0]
 	}
 	if len(kept) == 0 {
 		return
@@ -227,8 +243,12 @@ func (s *Store) Add(points []Point) {
 	if s.cfg.Out != nil {
 		s.cfg.Out.WritePoints(kept)
 	}
+	if len(s.subs) == 0 {
+		clear(kept) // drop the strings it holds
+		return
+	}
 	u := Update{Points: kept}
-	for r := range touched {
+	for _, r := range touched {
 		u.Ranks = append(u.Ranks, s.ranks[r].info.clone())
 	}
 	slices.SortFunc(u.Ranks, func(a, b RankInfo) int { return a.Rank - b.Rank })
