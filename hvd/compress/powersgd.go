@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/gorovod/gorovod/hvd"
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // PowerSGD compresses each gradient of two or more dimensions to a rank-r
@@ -80,14 +78,11 @@ func (c *PowerSGD) ReduceGradient(ctx context.Context, g *hvd.HookGradient) erro
 	m.timesP(q, g.Values, p) // Q = Mᵀ·P, this rank's
 	// The residual is what this rank's own compression leaves out:
 	// M − P·Qᵀ with its own Q.
-	m.product(resid, p, q)
-	for i, v := range g.Values {
-		resid[i] = v - resid[i]
-	}
+	m.product(resid, g.Values, p, q)
 	if err := g.Allreduce(ctx, "q", q); err != nil {
 		return err
 	}
-	m.product(g.Values, p, q)
+	m.product(g.Values, nil, p, q)
 	return nil
 }
 
@@ -129,40 +124,38 @@ type view struct {
 	t       bool
 }
 
-// The products run on gonum's pure-Go BLAS (row-major); rows×cols is the
-// gradient's storage, and A is it (t false) or its transpose.
+// The products run on lowrank.go's kernels; rows×cols is the gradient's
+// storage, and A is it (t false) or its transpose.
 
 // timesQ writes A·Q into p (a×r).
 func (v view) timesQ(p, m, q []float64) {
 	rows := len(m) / v.cols
 	if v.t { // P (cols×r) = Mᵀ·Q (rows×r)
-		blasImpl.Dgemm(blas.Trans, blas.NoTrans, v.cols, v.r, rows, 1, m, v.cols, q, v.r, 0, p, v.r)
+		mulCols(p, m, q, rows, v.cols, v.r)
 		return
 	} // P (rows×r) = M·Q (cols×r)
-	blasImpl.Dgemm(blas.NoTrans, blas.NoTrans, rows, v.r, v.cols, 1, m, v.cols, q, v.r, 0, p, v.r)
+	mulRows(p, m, q, rows, v.cols, v.r)
 }
 
 // timesP writes Aᵀ·P into q (b×r).
 func (v view) timesP(q, m, p []float64) {
 	rows := len(m) / v.cols
 	if v.t { // Q (rows×r) = M·P (cols×r)
-		blasImpl.Dgemm(blas.NoTrans, blas.NoTrans, rows, v.r, v.cols, 1, m, v.cols, p, v.r, 0, q, v.r)
+		mulRows(q, m, p, rows, v.cols, v.r)
 		return
 	} // Q (cols×r) = Mᵀ·P (rows×r)
-	blasImpl.Dgemm(blas.Trans, blas.NoTrans, v.cols, v.r, rows, 1, m, v.cols, p, v.r, 0, q, v.r)
+	mulCols(q, m, p, rows, v.cols, v.r)
 }
 
-// product writes P·Qᵀ into dst, in the gradient's storage order.
-func (v view) product(dst, p, q []float64) {
+// product writes P·Qᵀ into dst, in the gradient's storage order; with
+// from set, from − P·Qᵀ (from may be dst).
+func (v view) product(dst, from, p, q []float64) {
 	rows := len(dst) / v.cols
 	if v.t { // M (rows×cols) = (P·Qᵀ)ᵀ = Q (rows×r)·Pᵀ
 		p, q = q, p
 	}
-	blasImpl.Dgemm(blas.NoTrans, blas.Trans, rows, v.cols, v.r, 1, p, v.r, q, v.r, 0, dst, v.cols)
+	mulOuter(dst, from, p, q, rows, v.cols, v.r)
 }
-
-// blasImpl is gonum's BLAS.
-var blasImpl gonum.Implementation
 
 // orthonormalize makes the r columns of p (rows×r, stored by rows)
 // orthonormal with modified Gram–Schmidt, twice over each column (which
