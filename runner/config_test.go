@@ -47,6 +47,10 @@ func TestConfigValidate(t *testing.T) {
 		{"reset limit alone", func(c *Config) { c.ResetLimit = 2 }, ErrConfig, "--reset-limit needs an elastic job"},
 		{"negative reset limit", func(c *Config) { c.MinNP, c.ResetLimit = 1, -1 }, ErrConfig, "--reset-limit -1 is negative"},
 		{"elastic srun", func(c *Config) { c.MinNP, c.Launcher = 1, SpawnSrun }, ErrConfig, "cannot run its ranks as srun steps"},
+		{"elastic sets below min-np", func(c *Config) { c.NP, c.MinNP, c.ProcessSets = 4, 2, "0,1;1" }, nil, ""},
+		{"elastic set past min-np", func(c *Config) { c.NP, c.MinNP, c.ProcessSets = 4, 2, "0,1;0,2" }, ErrConfig, "the set [0 2] names rank 2, but this elastic job may shrink to 2 ranks"},
+		{"max-np set past np", func(c *Config) { c.MaxNP, c.ProcessSets = 4, "0,2" }, ErrConfig, "the set [0 2] names rank 2, but this elastic job may shrink to 2 ranks"},
+		{"fixed job sets", func(c *Config) { c.ProcessSets = "0,1" }, nil, ""},
 		{"output ranks", func(c *Config) { c.OutputRanks = []int{0, 1} }, nil, ""},
 		{"output rank beyond np", func(c *Config) { c.OutputRanks = []int{2} }, ErrConfig, "--output-ranks 2 is not a rank of -np 2"},
 	}

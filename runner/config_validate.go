@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gorovod/gorovod/settings"
 )
 
 // Validate checks c and returns one error per broken invariant (joined with
@@ -51,6 +54,7 @@ func (c Config) Validate() error {
 		}
 		check(r >= 0 && (r < c.NP || c.Elastic()), "--output-ranks %d is not a rank of -np %d", r, c.NP)
 	}
+	errs = append(errs, c.checkElasticSets())
 	check(c.PS >= 0, "--ps %d is negative", c.PS)
 	check(c.PS == 0 || !c.Elastic(), "--ps cannot make an elastic job (--min-np, --max-np or --host-discovery-script): a parameter-server job's workers may fail and come back without it")
 	check(c.PS == 0 || c.Launcher != SpawnSrun, "--ps cannot run its ranks as srun steps; in a Slurm allocation start the job with srun -n $((1+M+N)) --export=ALL,GOROVOD_PS_SERVERS=N (see examples/slurm)")
@@ -138,4 +142,28 @@ func splitBindAddr(addr string) (host, port string, err error) {
 		return "", "", fmt.Errorf("%w: --bind-addr %q: want host or host:port", ErrConfig, clip(addr, maxQuoted))
 	}
 	return host, port, nil
+}
+
+// checkElasticSets refuses --process-sets that an elastic job could
+// outgrow: each formation adds the sets again, and one that names a rank
+// the job may lose (one at or above --min-np, or -np where that is not
+// given) would fail the formation that lacks it.
+func (c Config) checkElasticSets() error {
+	if !c.Elastic() || c.ProcessSets == "" {
+		return nil
+	}
+	sets, err := settings.ParseProcessSets(c.ProcessSets)
+	if err != nil {
+		return nil // the knobs' own check reports it
+	}
+	least := c.MinNP
+	if least == 0 {
+		least = c.NP
+	}
+	for _, set := range sets {
+		if top := slices.Max(set); top >= least {
+			return fmt.Errorf("%w: --process-sets: the set %v names rank %d, but this elastic job may shrink to %d ranks (--min-np), and each formation adds its sets again; keep the sets to ranks below %d, or add them with AddProcessSet in the training function", ErrConfig, set, top, least, least)
+		}
+	}
+	return nil
 }
