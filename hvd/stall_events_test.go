@@ -18,16 +18,7 @@ import (
 // then rank 1 submits "late" too and both finish.
 func TestStallWarningIsAnEvent(t *testing.T) {
 	events := make(chan rendezvous.MetricPoint, 16)
-	rts, _ := metricsJob(t, 2, func(_ int, points []rendezvous.MetricPoint) {
-		for _, p := range points {
-			if p.Text != "" {
-				select {
-				case events <- p:
-				default:
-				}
-			}
-		}
-	}, func(cfg *hvd.Config) {
+	rts, _ := metricsJob(t, 2, eventsTo(events, func(string) bool { return true }), func(cfg *hvd.Config) {
 		cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout = 100*time.Millisecond, 0, time.Minute
 		cfg.LogLevel = "error"
 	})
@@ -54,16 +45,7 @@ func TestStallWarningIsAnEvent(t *testing.T) {
 // the missing ranks; then each submits the other's and all complete.
 func TestStalledTensorsIsAnEvent(t *testing.T) {
 	events := make(chan rendezvous.MetricPoint, 64)
-	rts, _ := metricsJob(t, 2, func(_ int, points []rendezvous.MetricPoint) {
-		for _, p := range points {
-			if p.Text != "" && strings.Contains(p.Text, "stalled tensors") {
-				select {
-				case events <- p:
-				default:
-				}
-			}
-		}
-	}, func(cfg *hvd.Config) {
+	rts, _ := metricsJob(t, 2, eventsTo(events, func(text string) bool { return strings.Contains(text, "stalled tensors") }), func(cfg *hvd.Config) {
 		cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout = 100*time.Millisecond, 0, time.Minute
 	})
 	first := []string{"a", "b"}
@@ -95,16 +77,7 @@ func TestStalledTensorsIsAnEvent(t *testing.T) {
 // set and the tensor reaches gorun, then rank 1 submits and both finish.
 func TestProcessSetStallIsAnEvent(t *testing.T) {
 	events := make(chan rendezvous.MetricPoint, 16)
-	rts, _ := metricsJob(t, 3, func(_ int, points []rendezvous.MetricPoint) {
-		for _, p := range points {
-			if p.Text != "" && strings.HasPrefix(p.Text, "process set ") {
-				select {
-				case events <- p:
-				default:
-				}
-			}
-		}
-	}, func(cfg *hvd.Config) {
+	rts, _ := metricsJob(t, 3, eventsTo(events, func(text string) bool { return strings.HasPrefix(text, "process set ") }), func(cfg *hvd.Config) {
 		cfg.StallWarning, cfg.StallShutdown, cfg.OpTimeout = 100*time.Millisecond, 0, time.Minute
 		cfg.LogLevel = "error"
 	})
@@ -126,5 +99,20 @@ func TestProcessSetStallIsAnEvent(t *testing.T) {
 	t.Logf("event: %s: %s", got.Name, got.Text)
 	if got.Name != hvd.StallEvent || !strings.Contains(got.Text, "late") || !strings.HasPrefix(got.Text, "process set 1 (job ranks [0 1]; ") || !strings.Contains(got.Text, ": engine: negotiation is waiting") {
 		t.Errorf("event %+v, want a stall of the set naming the tensor \"late\"", got)
+	}
+}
+
+// eventsTo is an OnMetrics that passes the events (points with a Text)
+// for which match is true to events, dropping them when it is full.
+func eventsTo(events chan<- rendezvous.MetricPoint, match func(text string) bool) func(int, []rendezvous.MetricPoint) {
+	return func(_ int, points []rendezvous.MetricPoint) {
+		for _, p := range points {
+			if p.Text != "" && match(p.Text) {
+				select {
+				case events <- p:
+				default:
+				}
+			}
+		}
 	}
 }

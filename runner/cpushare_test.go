@@ -48,12 +48,28 @@ func TestCPUShareBlocks(t *testing.T) {
 }
 
 // TestThreadDefaults: a variable already set is left alone; the others get
-// the share; no share gives nothing.
+// the share, GOMAXPROCS at least 2 on a host of 2 or more processors
+// unless bound; no share gives nothing.
 func TestThreadDefaults(t *testing.T) {
 	s := CPUShare{Index: 0, Of: 2}
 	got := s.threadDefaults(8, func(name string) bool { return name == "OMP_NUM_THREADS" })
 	if want := []string{"GOMAXPROCS=4", "OPENBLAS_NUM_THREADS=4"}; !slices.Equal(got, want) {
 		t.Errorf("defaults %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		share CPUShare
+		n     int
+		want  []string
+	}{
+		{CPUShare{Index: 1, Of: 2}, 2, []string{"GOMAXPROCS=2", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"}},
+		{CPUShare{Index: 3, Of: 4}, 2, []string{"GOMAXPROCS=2", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"}},
+		{CPUShare{Index: 1, Of: 2, Bind: true}, 2, []string{"GOMAXPROCS=1", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"}},
+		{CPUShare{Index: 0, Of: 2}, 1, []string{"GOMAXPROCS=1", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"}},
+		{CPUShare{Index: 0, Of: 3}, 12, []string{"GOMAXPROCS=4", "OMP_NUM_THREADS=4", "OPENBLAS_NUM_THREADS=4"}},
+	} {
+		if got := tc.share.threadDefaults(tc.n, func(string) bool { return false }); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v of %d processors: %q, want %q", tc.share, tc.n, got, tc.want)
+		}
 	}
 	if got := (CPUShare{}).threadDefaults(8, func(string) bool { return false }); got != nil {
 		t.Errorf("no share: %q, want none", got)
@@ -105,6 +121,9 @@ func wantShareReport(s CPUShare, cpus []int, set map[string]string) string {
 	vals := make([]string, len(ThreadVars))
 	for i, name := range ThreadVars {
 		vals[i] = name + "=" + t
+		if name == "GOMAXPROCS" {
+			vals[i] = name + "=" + fmt.Sprint(s.goThreads(len(cpus)))
+		}
 		if v, ok := set[name]; ok {
 			vals[i] = name + "=" + v
 		}
@@ -208,6 +227,7 @@ func TestCPUPrelude(t *testing.T) {
 	}{
 		{CPUShare{Index: 0, Of: 1}, nil, nil},
 		{CPUShare{Index: 0, Of: 2}, nil, nil},
+		{CPUShare{Index: 3, Of: 4}, nil, nil},
 		{CPUShare{Index: 1, Of: 2, Bind: true}, nil, nil},
 		{CPUShare{Index: 2, Of: 3, Bind: true}, []string{"OMP_NUM_THREADS=9"}, map[string]string{"OMP_NUM_THREADS": "9"}},
 		{CPUShare{Index: 0, Of: 4, Bind: true}, []string{"GOMAXPROCS="}, map[string]string{"GOMAXPROCS": ""}},

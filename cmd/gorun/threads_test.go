@@ -48,9 +48,10 @@ func allowedCPUs(t *testing.T) []int {
 const threadsRank = `echo "$GOROVOD_RANK ${GOMAXPROCS-unset} ${OMP_NUM_THREADS-unset} ${OPENBLAS_NUM_THREADS-unset} $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"`
 
 // TestGorunThreadDefaults: each rank's environment holds its share of the
-// host's processors in GOMAXPROCS, OMP_NUM_THREADS and
-// OPENBLAS_NUM_THREADS, unless -x or gorun's environment sets one; with
-// --bind-to core each rank runs on its own block of processors.
+// host's processors in OMP_NUM_THREADS and OPENBLAS_NUM_THREADS, and in
+// GOMAXPROCS at least 2 (on a host of two or more), unless -x or gorun's
+// environment sets one; with --bind-to core each rank runs on its own
+// block of processors, and GOMAXPROCS is its size.
 func TestGorunThreadDefaults(t *testing.T) {
 	for _, name := range runner.ThreadVars {
 		t.Setenv(name, "")
@@ -68,8 +69,8 @@ func TestGorunThreadDefaults(t *testing.T) {
 		want func(rank int) string
 	}{
 		{[]string{"-np", "2"}, func(r int) string {
-			share := strconv.Itoa(max(1, n/2))
-			return fmt.Sprintf("%d %s %s 6 %s", r, share, share, all)
+			share := max(1, n/2)
+			return fmt.Sprintf("%d %d %d 6 %s", r, max(share, min(2, n)), share, all)
 		}},
 		{[]string{"-np", "2", "--bind-to", "core", "-x", "OMP_NUM_THREADS=4"}, func(r int) string {
 			lo, hi := r*n/2, (r+1)*n/2
