@@ -2,12 +2,24 @@ package launchtest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // ompiEnv lets Open MPI run as root, as CI does.
 var ompiEnv = []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}
+
+// ompiTestEnv is ompiEnv with Open MPI's session directories in a
+// directory of the test's own. By default they go under
+// /tmp/ompi.HOST.UID, named by a job family number hashed from the host
+// name and mpirun's process ID; the emulated hosts share /tmp and the
+// host name, so a directory left by an earlier mpirun (a crashed one, or
+// a benchmark's) could meet a later one's and fail its daemon's start
+// ("mkdir ... File exists").
+func ompiTestEnv(t *testing.T) []string {
+	return append(slices.Clone(ompiEnv), "OMPI_MCA_orte_tmpdir_base="+t.TempDir())
+}
 
 // TestMpirun: Open MPI's mpirun and MPICH's mpiexec start 4 ranks on one
 // host; each rank reads its launcher's variables, rank 0 serves the
@@ -18,7 +30,7 @@ func TestMpirun(t *testing.T) {
 		argv          []string
 		env           []string
 	}{
-		{"openmpi", "mpirun.openmpi", []string{"mpirun.openmpi", "--oversubscribe", "--bind-to", "none", "-np", "4"}, ompiEnv},
+		{"openmpi", "mpirun.openmpi", []string{"mpirun.openmpi", "--oversubscribe", "--bind-to", "none", "-np", "4"}, ompiTestEnv(t)},
 		{"mpich", "mpiexec.mpich", []string{"mpiexec.mpich", "-np", "4"}, nil},
 	}
 	for _, l := range launchers {

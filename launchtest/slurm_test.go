@@ -252,6 +252,7 @@ sleep ` + marker + ` & wait; wait`
 		cmd := exec.Command("mpirun.openmpi", "--oversubscribe", "--bind-to", "none", "-np", "4", "-H", a+":2,"+b+":2",
 			"--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", c.Subnet,
 			"--mca", "rtc", "^hwloc", // Open MPI 4.1's orted sometimes crashes sharing its hwloc topology in shared memory
+			"--mca", "orte_tmpdir_base", t.TempDir(), // session directories of this run's own, on every host (see ompiTestEnv)
 			"-x", "GOROVOD_RENDEZVOUS_ADDR="+a+":29412", "-x", "GOROVOD_SECRET_FILE="+secret, bin(t, "hello"))
 		cmd.Env = append(os.Environ(), ompiEnv...)
 		r := run(t, cmd)
