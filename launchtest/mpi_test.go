@@ -11,14 +11,10 @@ import (
 var ompiEnv = []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}
 
 // ompiTestEnv is ompiEnv with Open MPI's session directories in a
-// directory of the test's own. By default they go under
-// /tmp/ompi.HOST.UID, named by a job family number hashed from the host
-// name and mpirun's process ID; the emulated hosts share /tmp and the
-// host name, so a directory left by an earlier mpirun (a crashed one, or
-// a benchmark's) could meet a later one's and fail its daemon's start
-// ("mkdir ... File exists").
+// directory of the test's own rather than under /tmp/ompi.HOST.UID, where
+// other jobs' may be.
 func ompiTestEnv(t *testing.T) []string {
-	return append(slices.Clone(ompiEnv), "OMPI_MCA_orte_tmpdir_base="+t.TempDir())
+	return append(slices.Clone(ompiEnv), "TMPDIR="+t.TempDir())
 }
 
 // TestMpirun: Open MPI's mpirun and MPICH's mpiexec start 4 ranks on one

@@ -235,12 +235,17 @@ sleep ` + marker + ` & wait; wait`
 		// mpirun starts its daemon on each emulated host through an "rsh
 		// agent" that enters the host's network namespace instead of ssh.
 		agent := filepath.Join(t.TempDir(), "nsrsh")
+		// Each host's daemon gets a temporary directory of its own: Open
+		// MPI's session directories are named by the host name, which the
+		// emulated hosts share with each other and with mpirun, as they
+		// share /tmp, and two daemons creating the same one at once fail
+		// ("mkdir ... File exists").
 		var cases strings.Builder
 		for _, n := range c.Nodes {
-			cases.WriteString(n.Addr + ") ns=" + n.NetNS + ";; ")
+			cases.WriteString(n.Addr + ") ns=" + n.NetNS + " tmp=" + t.TempDir() + ";; ")
 		}
 		script := "#!/bin/sh\nhost=$1; shift\ncase $host in " + cases.String() + "*) echo \"nsrsh: unknown host $host\" >&2; exit 1;; esac\n" +
-			"exec nsenter --net=/run/netns/$ns sh -c \"$*\"\n"
+			"exec nsenter --net=/run/netns/$ns env TMPDIR=$tmp sh -c \"$*\"\n"
 		if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -252,9 +257,8 @@ sleep ` + marker + ` & wait; wait`
 		cmd := exec.Command("mpirun.openmpi", "--oversubscribe", "--bind-to", "none", "-np", "4", "-H", a+":2,"+b+":2",
 			"--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", c.Subnet,
 			"--mca", "rtc", "^hwloc", // Open MPI 4.1's orted sometimes crashes sharing its hwloc topology in shared memory
-			"--mca", "orte_tmpdir_base", t.TempDir(), // session directories of this run's own, on every host (see ompiTestEnv)
 			"-x", "GOROVOD_RENDEZVOUS_ADDR="+a+":29412", "-x", "GOROVOD_SECRET_FILE="+secret, bin(t, "hello"))
-		cmd.Env = append(os.Environ(), ompiEnv...)
+		cmd.Env = append(os.Environ(), append(ompiEnv, "TMPDIR="+t.TempDir())...) // mpirun's own, too
 		r := run(t, cmd)
 		mustSucceed(t, "mpirun across hosts", r)
 		if strings.Count(r.stdout, "size=4 sum=10") != 1 || strings.Contains(r.stderr, "derived from") {
