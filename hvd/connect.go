@@ -73,7 +73,8 @@ func mesh(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, rdv *rendez
 	// and shared-memory rings rather than size-1.
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
-		NoSharedMemory: env.NoSharedMemory, TLS: env.TLS, Eager: collective.SchedulePeers(env.Rank, env.Size, hostIndexes(hostOf)),
+		NoSharedMemory: env.NoSharedMemory, TLS: env.TLS, Congestion: env.TCPCongestion,
+		Eager: collective.SchedulePeers(env.Rank, env.Size, hostIndexes(hostOf)),
 	})
 	if err != nil {
 		leave(rdv, log)

@@ -263,7 +263,7 @@ func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clie
 		}
 		tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 			Rank: rank, Size: n, Addrs: addrs, Secret: cfg.Secret, Logger: cfg.Logger, NoSharedMemory: env.NoSharedMemory,
-			TLS: env.TLS, Eager: collective.SchedulePeers(rank, n, c.Comm.Hosts),
+			TLS: env.TLS, Congestion: env.TCPCongestion, Eager: collective.SchedulePeers(rank, n, c.Comm.Hosts),
 		})
 		if err != nil {
 			return nil, err

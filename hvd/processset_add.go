@@ -177,7 +177,7 @@ func (r *Runtime) setMesh(ctx context.Context, ps *ProcessSet, ln *tcptransport.
 	ctx, cancel := context.WithTimeout(ctx, r.env.StartTimeout)
 	defer cancel()
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
-		Rank: ps.index, Size: n, Addrs: addrs, Secret: secret, TLS: r.env.TLS,
+		Rank: ps.index, Size: n, Addrs: addrs, Secret: secret, TLS: r.env.TLS, Congestion: r.env.TCPCongestion,
 		NoSharedMemory: r.env.NoSharedMemory, Logger: r.log.With("process_set", ps.id),
 		Eager: collective.SchedulePeers(ps.index, n, r.setHosts(ps.ranks)),
 	})

@@ -151,6 +151,10 @@ type Knobs struct {
 	// starts (hvd.Config.ProcessSets), as ParseProcessSets reads them:
 	// "0,2;1,3" is the sets {0, 2} and {1, 3}; "" is none.
 	ProcessSets string
+	// TCPCongestion names the congestion control of TCP links between
+	// ranks on different hosts (see CheckCongestion); "" keeps each
+	// host's default.
+	TCPCongestion string
 }
 
 // DefaultEngine returns the engine knobs at their defaults: 64 MiB fusion,
@@ -235,6 +239,9 @@ func Table() []Knob {
 		{Flag: "process-sets", Var: "GOROVOD_PROCESS_SETS",
 			Usage: "process sets every rank adds at hvd.Init, as job ranks: sets separated by ';', ranks by ',' (\"0,2;1,3\")",
 			Env:   func(k *Knobs) Value { return processSetsValue{&k.ProcessSets} }},
+		{Flag: "tcp-congestion", Var: "GOROVOD_TCP_CONGESTION",
+			Usage: "congestion control of the TCP links between ranks on different hosts (Linux's name: reno, cubic, bbr, ...); empty keeps each host's default (links on one host use reno)",
+			Env:   func(k *Knobs) Value { return congestionValue{&k.TCPCongestion} }},
 	}
 }
 

@@ -85,9 +85,11 @@
 // --autotune (rank 0 tries fusion thresholds, cycle times, the
 // hierarchical switch and the response cache while the job trains and
 // keeps the setting that all-reduces the most bytes per second; see
-// collective/engine), --autotune-log FILE (every trial as CSV) and --tls
+// collective/engine), --autotune-log FILE (every trial as CSV), --tls
 // (the rendezvous and every TCP link between ranks inside TLS 1.3, keyed
-// from the job secret; see README "Security").
+// from the job secret; see README "Security") and --tcp-congestion NAME
+// (the congestion control of TCP links between hosts; default: each
+// host's own).
 // Durations take Go syntax (90s, 1m30s) or seconds.
 //
 // A tuning flag or --start-timeout that is not on the command line takes
@@ -102,7 +104,8 @@
 // GOROVOD_STALL_SHUTDOWN_TIME, GOROVOD_TIMELINE, GOROVOD_LOG_LEVEL,
 // GOROVOD_OP_TIMEOUT, GOROVOD_NO_SHARED_MEMORY (1 = --no-shared-memory),
 // GOROVOD_HIERARCHICAL_ALLREDUCE (auto, on or off), GOROVOD_AUTOTUNE (1 =
-// --autotune), GOROVOD_AUTOTUNE_LOG and GOROVOD_TLS (1 = --tls), in
+// --autotune), GOROVOD_AUTOTUNE_LOG, GOROVOD_TLS (1 = --tls),
+// GOROVOD_PROCESS_SETS and GOROVOD_TCP_CONGESTION, in
 // the syntax the ranks read (Go durations); a bad value is a command-line
 // error naming the variable.
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/internal/auth"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // DefaultHandshakeTimeout bounds the handshake of one connection when
@@ -52,6 +53,14 @@ type Config struct {
 	// waits for a dial that never comes; collective.SchedulePeers is such a
 	// rule.
 	Eager []int
+	// Congestion names the congestion control (Linux TCP_CONGESTION:
+	// "reno", "cubic", "bbr", ...) of links to peers on other hosts; ""
+	// keeps the host's default. Links on this host always run Reno (see
+	// sameHostCongestion). Where the kernel refuses the name (not built,
+	// or not in net.ipv4.tcp_allowed_congestion_control for a process
+	// without CAP_NET_ADMIN), the link keeps the default and the rank
+	// logs one warning.
+	Congestion string
 	// Logger receives connection events (rejected intruders at Warn); nil
 	// discards them. Connect adds a "rank" attribute.
 	Logger *slog.Logger
@@ -71,6 +80,9 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("tcptransport: secret is %d bytes, want %d: %w", len(c.Secret), auth.SecretSize, collective.ErrInvalid)
 	case c.HandshakeTimeout < 0:
 		return c, fmt.Errorf("tcptransport: negative handshake timeout %v: %w", c.HandshakeTimeout, collective.ErrInvalid)
+	}
+	if err := settings.CheckCongestion(c.Congestion); err != nil {
+		return c, fmt.Errorf("tcptransport: %w: %w", err, collective.ErrInvalid)
 	}
 	for _, p := range c.Eager {
 		if p < 0 || p >= c.Size || p == c.Rank {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/internal/auth"
@@ -52,6 +53,7 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 	}
 	tun = tun.normalize(cfg.Rank, cfg.Addrs)
 	tun.log = cfg.Logger
+	tun.crossCongestion, tun.congestionWarned = cfg.Congestion, new(atomic.Bool)
 	guard, err := auth.NewGuard(cfg.Secret, cfg.TLS)
 	if err != nil {
 		if ln != nil {

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorovod/gorovod/collective/tcptransport/shm"
@@ -37,6 +38,14 @@ type tuning struct {
 	// congestion names the congestion control of same-host connections:
 	// empty means sameHostCongestion, "-" the host's default.
 	congestion string
+	// crossCongestion is Config.Congestion: the congestion control of
+	// connections to other hosts, "" for the host's default (set by
+	// connect); congestionWarned says whether a refusal of it was logged.
+	crossCongestion  string
+	congestionWarned *atomic.Bool
+	// allCross makes every connection count as one to another host for
+	// its congestion control, so that tests on one host reach that path.
+	allCross bool
 	// procDir stands in for "/proc" when a rank opens a peer's ring offer
 	// (see shmring.Open): empty means "/proc". Tests point it at a
 	// directory that does not exist to make every offer fail.

@@ -21,7 +21,9 @@
 #   PEERS="flat hier auto gloo ompi"   gorovod with --hierarchical-allreduce off / on / auto,
 #                          Gloo, Open MPI (pml ob1, btl tcp,self); "tls" is gorovod flat with
 #                          --tls (every TCP link inside TLS 1.3), not run unless named
-#                          (PEERS="flat tls" measures what TLS costs); "alt" is gorovod flat
+#                          (PEERS="flat tls" measures what TLS costs); "reno" is gorovod flat
+#                          with --tcp-congestion reno (Reno on the links between hosts
+#                          whatever the hosts' default), not run unless named; "alt" is gorovod flat
 #                          with the allreduce_bench binary $ALT_BENCH (another build, for A/B
 #                          pairs against "flat" in the same run), not run unless named
 #   BENCH_ARGS=            more arguments of every gorovod launch (e.g. "-parts 64": fused
@@ -214,8 +216,9 @@ launch() {
 		hflag+=${hflag:+,}${HOST_ADDRS[h]}:$per
 	done
 	case $peer in
-	flat | hier | auto | tls | alt)
-		local mode=off tls=--tls=false bench=$ROOT/bin/allreduce_bench
+	flat | hier | auto | tls | alt | reno)
+		local mode=off tls=--tls=false bench=$ROOT/bin/allreduce_bench cc=
+		[ "$peer" = reno ] && cc="--tcp-congestion reno"
 		[ "$peer" = hier ] && mode=on
 		[ "$peer" = auto ] && mode=auto
 		[ "$peer" = tls ] && tls=--tls
@@ -223,8 +226,8 @@ launch() {
 			[ -x "$ALT_BENCH" ] || die "PEERS has alt but ALT_BENCH ($ALT_BENCH) is no executable"
 			bench=$ALT_BENCH
 		fi
-		# shellcheck disable=SC2086 # LAB_GORUN_ARGS and BENCH_ARGS are word lists
-		bounded "$logf" env PATH="$LAB_BIN_DIR:$PATH" "$ROOT/bin/gorun" -np "$n" -H "$hflag" $LAB_GORUN_ARGS \
+		# shellcheck disable=SC2086 # LAB_GORUN_ARGS, cc and BENCH_ARGS are word lists
+		bounded "$logf" env PATH="$LAB_BIN_DIR:$PATH" "$ROOT/bin/gorun" -np "$n" -H "$hflag" $LAB_GORUN_ARGS $cc \
 			--hierarchical-allreduce "$mode" "$tls" "$bench" $BENCH_ARGS \
 			-sizes "$sizes" -csv -budget "$BUDGET" -warm-budget "$WARM_BUDGET" -label "gorovod-$peer"
 		;;
@@ -240,7 +243,7 @@ launch() {
 			--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$LAB_SUBNET" --mca rtc ^hwloc \
 			"$MPI_BENCH" -l ompi-tcp -s "$sizes" -b "$BUDGET" -w "$WARM_BUDGET"
 		;;
-	*) die "unknown peer $peer (want flat, tls, alt, hier, auto, gloo, ompi)" ;;
+	*) die "unknown peer $peer (want flat, tls, alt, reno, hier, auto, gloo, ompi)" ;;
 	esac
 }
 
@@ -299,9 +302,9 @@ summary() {
 		vals[key] = vals[key] " " v; good[key]++; sizes[$1] = sizes[$1] " " $6 }
 	END {
 		np = split(peers, P, " ")
-		no = split((index(" " peers " ", " alt ") ? "flat alt" : "flat") " tls hier auto gloo ompi", order, " ")
+		no = split((index(" " peers " ", " alt ") ? "flat alt" : "flat") (index(" " peers " ", " reno ") ? " reno" : "") " tls hier auto gloo ompi", order, " ")
 		names["flat"] = "gorovod (flat)"; names["tls"] = "gorovod (flat, --tls)"; names["alt"] = "gorovod (flat, ALT_BENCH)"
-		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"
+		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"; names["reno"] = "gorovod (flat, --tcp-congestion reno)"
 		names["gloo"] = "Gloo"; names["ompi"] = "Open MPI TCP"
 		hdr = "| layout |"; sep = "|---|"
 		for (i = 1; i <= no; i++) { hdr = hdr " " names[order[i]] " |"; sep = sep "---:|" }
