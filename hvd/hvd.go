@@ -77,27 +77,17 @@ func ShareProcessors(rt *Runtime) int {
 // Init divided it.
 var startProcs = sync.OnceValue(func() int { return runtime.GOMAXPROCS(0) })
 
-// shareOfProcessors is the GOMAXPROCS that Init gives a rank: the host's
-// processors divided among its ranks, but at least 2 (where the host has
-// 2), when several ranks share a host and the environment does not set
-// GOMAXPROCS; gorun's default is the same (runner.CPUShare). It returns 0
-// to leave GOMAXPROCS alone. A rank then runs Go code on about its own
-// share of the processors, instead of every rank's scheduler spinning
-// threads on all of them, and keeps a second processor for its engine
-// while its training goroutine computes (in a long cgo call the runtime
-// hands the processor over only after a delay of up to 10 ms). On the
-// 2-CPU test VM (2026-11-29, five interleaved launches of three epochs
-// each, one OpenBLAS thread per rank) mnist trained at medians of 48.1k
-// samples/s with GOMAXPROCS=2 against 41.7k with 1 at np 2, and 33.3k
-// against 28.9k at np 4. (An earlier build measured the opposite at np 2,
-// 31.9k with 1 against 25.8k with 2, before shared-memory writers and TCP
-// receives learned to poll; and with 1, examples/allreduce_bench at np 4
-// still runs small all-reduces faster: 4 KiB in 7.8 µs against 22.6.)
+// shareOfProcessors is the GOMAXPROCS that Init gives a rank when
+// several ranks share a host and the environment does not set GOMAXPROCS:
+// jobenv.GoMaxProcs of the host's processors divided among its ranks, as
+// gorun gives it. It returns 0 to leave GOMAXPROCS alone. A rank then runs
+// Go code on about its own share of the processors, instead of every
+// rank's scheduler spinning threads on all of them.
 func shareOfProcessors(env string, cpus, localSize int) int {
 	if env != "" || localSize < 2 {
 		return 0
 	}
-	return max(cpus/localSize, min(2, cpus))
+	return jobenv.GoMaxProcs(cpus/localSize, cpus)
 }
 
 // keptSecret is the job secret that Init took out of the environment

@@ -31,10 +31,10 @@ import (
 // points of a block are sent, received and written before the next block
 // starts), and the blocks in groups of 4: an "on" and an "off" block (in
 // one order in even groups, the other in odd ones), where "on" calls
-// LogScalars (4 scalars a call) about 10,000 times a second on every rank (2,500 in
-// the third case, 10,000 over the job)
-// (after each step, the calls that the time in "on" steps so far owes)
-// and "off" does not; then two "off" blocks, a control pair measured the
+// LogScalars (4 scalars a call) about 10,000 times a second on every rank
+// (2,500 in the last case, 10,000 over the job; after each step, the
+// calls that the time in "on" steps so far owes) and "off" does not; then
+// two "off" blocks, a control pair measured the
 // same way. b.N is the number of groups (at least 6).
 //
 // Per block, rank 0 takes the wall time per step and the process's CPU
@@ -67,15 +67,10 @@ func logScalarsInSteps(b *testing.B, recv string, rate int) {
 		blockT  = time.Second
 		gapT    = 400 * time.Millisecond
 	)
-	var cfg metrics.Config
-	if recv == "store+jsonl" {
-		cfg.Out = newBenchWriter(b)
-	}
-	st := metrics.NewStore(cfg)
-	defer st.Close()
-	onMetrics := st.AddRankPoints
-	if recv == "none" {
-		onMetrics = nil // the server takes no points: the ranks drop and count them
+	st := receiverStore(b, recv)
+	var onMetrics func(int, []rendezvous.MetricPoint) // "none": the server takes no points, the ranks drop and count them
+	if st != nil {
+		onMetrics = st.AddRankPoints
 	}
 	rts, _ := metricsJob(b, n, onMetrics)
 	ctx := context.Background()
@@ -193,18 +188,31 @@ func logScalarsInSteps(b *testing.B, recv string, rate int) {
 		dropped += rt.DroppedScalars()
 	}
 	b.ReportMetric(float64(dropped), "dropped")
-	if want := 4 * calls.Load(); recv != "none" && st.Accepted() < want {
+	if want := 4 * calls.Load(); st != nil && st.Accepted() < want {
 		b.Fatalf("the store took %d points; rank 0 alone logged %d", st.Accepted(), want)
 	}
 }
 
-// newBenchWriter is a metrics.jsonl Writer in a temporary directory.
-func newBenchWriter(b *testing.B) *metrics.Writer {
-	w, err := metrics.NewWriter(filepath.Join(b.TempDir(), "metrics.jsonl"), 0, nil)
-	if err != nil {
-		b.Fatal(err)
+// receiverStore is the gorun Store that a benchmark's receiver recv feeds,
+// closed when b ends: none for "count" and "none", one for "store", and
+// one that writes metrics.jsonl in a temporary directory for
+// "store+jsonl".
+func receiverStore(b *testing.B, recv string) *metrics.Store {
+	var cfg metrics.Config
+	switch recv {
+	case "store":
+	case "store+jsonl":
+		w, err := metrics.NewWriter(filepath.Join(b.TempDir(), "metrics.jsonl"), 0, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Out = w
+	default:
+		return nil
 	}
-	return w
+	st := metrics.NewStore(cfg)
+	b.Cleanup(func() { st.Close() })
+	return st
 }
 
 // medianFloat is the median of xs (the mean of the middle two of an even
@@ -240,13 +248,7 @@ func BenchmarkLogScalarsEndToEnd(b *testing.B) {
 	for _, recv := range []string{"count", "store", "store+jsonl"} {
 		b.Run("receiver="+recv, func(b *testing.B) {
 			var received atomic.Int64
-			var st *metrics.Store
-			switch recv {
-			case "store":
-				st = metrics.NewStore(metrics.Config{})
-			case "store+jsonl":
-				st = metrics.NewStore(metrics.Config{Out: newBenchWriter(b)})
-			}
+			st := receiverStore(b, recv)
 			rts, _ := metricsJob(b, 2, func(rank int, points []rendezvous.MetricPoint) {
 				if st != nil {
 					st.AddRankPoints(rank, points)
@@ -280,9 +282,6 @@ func BenchmarkLogScalarsEndToEnd(b *testing.B) {
 			b.ReportMetric(float64(rt.DroppedScalars()), "dropped")
 			for _, rt := range rts {
 				rt.Shutdown()
-			}
-			if st != nil {
-				st.Close()
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"github.com/gorovod/gorovod/jobenv"
 )
 
 // Choices of Config.BindTo (gorun --bind-to).
@@ -23,7 +25,7 @@ const (
 // share of its host's processors (see CPUShare), as torchrun sets
 // OMP_NUM_THREADS, so that ranks sharing a host do not oversubscribe it;
 // GOMAXPROCS is at least 2 where the host has 2 and the rank is not bound
-// (see CPUShare.goThreads).
+// (see CPUShare.goThreads). cpuPrelude applies the same rule in shell.
 var ThreadVars = []string{"GOMAXPROCS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}
 
 // CPUShare is a rank's share of the processors of its host: it is rank
@@ -57,22 +59,15 @@ func (s CPUShare) threads(n int) int {
 	return max(1, n/s.Of)
 }
 
-// goThreads is the GOMAXPROCS default of this share of n processors: its
-// thread count, but at least 2 (where the host has 2) unless the rank is
-// bound to its block. A rank's Go code computes and its runtime's engine
-// communicates at the same time; with one processor for Go, the engine
-// waits for the training goroutine to give it up, and while that
-// goroutine is in a long cgo call (OpenBLAS) the Go runtime hands the
-// processor over only after a delay that can reach 10 ms. On the 2-CPU
-// test VM mnist trained 13% slower at np 2 and at np 4 with GOMAXPROCS=1
-// than with 2 (medians of five interleaved launches of three epochs:
-// 41.7k against 48.1k samples/s at np 2, 28.9k against 33.3k at np 4).
+// goThreads is the GOMAXPROCS default of this share of n processors:
+// jobenv.GoMaxProcs of its thread count, unless the rank is bound to its
+// block, whose size it then is.
 func (s CPUShare) goThreads(n int) int {
 	t := s.threads(n)
 	if s.Bind {
 		return t
 	}
-	return max(t, min(2, n))
+	return jobenv.GoMaxProcs(t, n)
 }
 
 // threadDefaults returns NAME=value for each of ThreadVars that set

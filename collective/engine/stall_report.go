@@ -25,9 +25,9 @@ const (
 // Stall is a stall warning, as Config.OnStall receives it.
 type Stall struct {
 	Kind StallKind
-	// Message is the logged message; Text is the message with its
-	// attributes ("; key: value" each), as one line.
-	Message, Text string
+	// Text is the logged message with its attributes ("; key: value"
+	// each), as one line.
+	Text string
 }
 
 // stalled passes a stall warning of kind, logged as msg with args
@@ -41,5 +41,5 @@ func (e *Engine) stalled(kind StallKind, msg string, args []any) {
 	for i := 0; i+1 < len(args); i += 2 {
 		fmt.Fprintf(&b, "; %v: %v", args[i], args[i+1])
 	}
-	e.cfg.OnStall(Stall{Kind: kind, Message: msg, Text: b.String()})
+	e.cfg.OnStall(Stall{Kind: kind, Text: b.String()})
 }

@@ -41,7 +41,7 @@ func tune(c *net.TCPConn, tun tuning) error {
 		cc = tun.crossCongestion
 	}
 	if cc != "" {
-		if err := setCongestion(c, cc); err != nil && !same && tun.congestionWarned != nil && tun.congestionWarned.CompareAndSwap(false, true) {
+		if err := setCongestion(c, cc); err != nil && !same && tun.congestionWarned.CompareAndSwap(false, true) {
 			tun.log.Warn("tcptransport: the kernel refused the congestion control of links to other hosts; they keep the host's default",
 				"congestion", cc, "err", err)
 		}

@@ -51,15 +51,11 @@ type panel struct {
 	lines []metrics.Series
 }
 
-// PSStepSecondsSeries is a parameter-server worker's step time, whose
-// spread summary.svg shows when no rank has StepSecondsSeries.
-const PSStepSecondsSeries = "ps/step_seconds"
-
-// IsPSChart reports whether a series is one of a parameter-server job's
+// isPSChart reports whether a series is one of a parameter-server job's
 // charted in summary.svg: a server's runtime series ("ps/server_*", a
 // chart per name, so one per worker of ps/server_push_staleness/P) or a
 // worker's staleness ("ps/staleness").
-func IsPSChart(kind metrics.Kind, name string) bool {
+func isPSChart(kind metrics.Kind, name string) bool {
 	return kind == metrics.Runtime && (strings.HasPrefix(name, "ps/server_") || name == "ps/staleness")
 }
 
@@ -67,7 +63,7 @@ func IsPSChart(kind metrics.Kind, name string) bool {
 // metrics, for --metrics-dir's summary.svg: a chart of every scalar over
 // steps, loss and accuracy first, a line per rank; the collective
 // throughput series (see IsThroughput); a parameter-server job's server
-// and staleness series (see IsPSChart); and the spread of each rank's
+// and staleness series (see isPSChart); and the spread of each rank's
 // step time (min, median and max of hvd/step_seconds, or of a
 // parameter-server worker's ps/step_seconds) as bars.
 func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
@@ -79,7 +75,7 @@ func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
 			stepSeries = append(stepSeries, s)
 			continue
 		}
-		if s.Kind == metrics.Runtime && s.Name == PSStepSecondsSeries {
+		if s.Kind == metrics.Runtime && s.Name == metrics.PSStepSecondsName {
 			psStepSeries = append(psStepSeries, s)
 			continue
 		}
@@ -87,7 +83,7 @@ func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
 		switch {
 		case s.Kind == metrics.Scalar:
 			group = &scalars
-		case IsPSChart(s.Kind, s.Name):
+		case isPSChart(s.Kind, s.Name):
 			group = &servers
 		case !IsThroughput(s.Kind, s.Name):
 			continue
@@ -103,7 +99,7 @@ func WriteSummarySVG(w io.Writer, snap metrics.Snapshot) error {
 	}
 	stepName := StepSecondsSeries
 	if len(stepSeries) == 0 && len(psStepSeries) > 0 {
-		stepSeries, stepName = psStepSeries, PSStepSecondsSeries
+		stepSeries, stepName = psStepSeries, metrics.PSStepSecondsName
 	}
 	order := func(n string) int {
 		switch {

@@ -13,13 +13,7 @@ import (
 // the event log, in the order they came.
 func (s *Store) AddRankPoints(rank int, pts []rendezvous.MetricPoint) {
 	buf := pointBufs.Get().(*[]Point)
-	defer func() {
-		clear(*buf)
-		*buf = (*buf)[:0]
-		pointBufs.Put(buf)
-	}()
 	out := (*buf)[:0]
-	defer func() { *buf = out }()
 	for _, p := range pts {
 		if p.Text != "" {
 			s.Add(out)
@@ -34,6 +28,9 @@ func (s *Store) AddRankPoints(rank int, pts []rendezvous.MetricPoint) {
 		out = append(out, Point{Rank: rank, Step: p.Step, Time: time.Unix(0, p.Time), Kind: kind, Name: p.Name, Value: p.Value})
 	}
 	s.Add(out)
+	clear(out) // drop the strings it holds
+	*buf = out[:0]
+	pointBufs.Put(buf)
 }
 
 // pointBufs holds AddRankPoints' slices between calls (Add copies what

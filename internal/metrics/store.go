@@ -193,8 +193,9 @@ func (s *Store) Add(points []Point) {
 	// What is kept goes to Out and, in an Update, to the subscribers,
 	// which keep it: a new slice only when there are some, else the
 	// Store's own, reused (Out is done with it when WritePoints returns).
+	shared := len(s.subs) > 0
 	kept := s.scratch[:0]
-	if len(s.subs) > 0 {
+	if shared {
 		kept = make([]Point, 0, len(points))
 	}
 	var touched []int // ranks whose row changed
@@ -233,7 +234,7 @@ func (s *Store) Add(points []Point) {
 		}
 		kept = append(kept, p)
 	}
-	if len(s.subs) == 0 {
+	if !shared {
 		s.scratch = kept[:0]
 	}
 	if len(kept) == 0 {
@@ -243,7 +244,7 @@ func (s *Store) Add(points []Point) {
 	if s.cfg.Out != nil {
 		s.cfg.Out.WritePoints(kept)
 	}
-	if len(s.subs) == 0 {
+	if !shared {
 		clear(kept) // drop the strings it holds
 		return
 	}

@@ -37,7 +37,6 @@ type Writer struct {
 	f       *os.File
 	w       *bufio.Writer
 	line    []byte
-	enc     []byte   // appendPointLine's buffer
 	times   timeText // the time of the last point line, formatted
 	written int64
 	full    bool  // the limit was reached
@@ -243,25 +242,25 @@ func (w *Writer) writeLocked(v any) bool {
 	}
 	var b []byte
 	if p, ok := v.(*Point); ok {
-		b = appendPointLine(w.enc[:0], p, &w.times)
-		w.enc = b
-		v = nil
-		if b == nil {
+		if b = appendPointLine(w.line[:0], p, &w.times); b == nil {
 			v = line(p) // a string or time that the quick way does not write
+		} else {
+			v = nil
 		}
 	}
 	if v != nil {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
+		j, err := json.Marshal(v)
+		if err != nil {
 			return true
 		}
+		b = append(w.line[:0], j...)
 	}
 	if w.written+int64(len(b))+1 > w.limit {
 		w.full = true
 		w.log.Warn("metrics: the metrics file reached its size limit; no more metrics go to it", "file", w.f.Name(), "limit_bytes", w.limit)
 		return false
 	}
-	w.line = append(append(w.line[:0], b...), '\n')
+	w.line = append(b, '\n')
 	if _, err := w.w.Write(w.line); err != nil {
 		w.err = err
 		w.log.Warn("metrics: cannot write the metrics file; no more metrics go to it", "file", w.f.Name(), "err", err)
