@@ -26,7 +26,10 @@
 // order), and -0 counts as smaller than +0 (IEEE 754-2019 minimum/maximum, as
 // Go's built-in min and max). Float32 and float64 sums use gonum's AXPY
 // (SSE assembly on amd64; SumKernels says which this build has), which
-// gives the same bits as a plain loop.
+// gives the same bits as a plain loop. Float32 and float64 Scale (Average,
+// and the pre- and post-scale factors) runs gorovod's own SSE assembly on
+// amd64 (ScaleKernels), also the same bits as a plain loop, at 2-6 times
+// its speed (BenchmarkScaleImpl).
 //
 // Float16 and BFloat16 are stored as bit patterns. Reductions widen both
 // operands to float32, combine them in float32 and narrow the result with

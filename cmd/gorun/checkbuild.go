@@ -77,6 +77,7 @@ func gatherBuild(p buildProbes) buildReport {
 	r.kernels = []feature{
 		{ok: true, name: "CPU reductions", note: cpuReductions()},
 		{ok: true, name: "float32 and float64 sums in " + kernels.SumKernels},
+		{ok: true, name: "float32 and float64 scaling (avg, pre- and postscale) in " + kernels.ScaleKernels},
 	}
 	r.spawners = []feature{{ok: true, name: "local"}, onPath(p.lookPath, "ssh"), onPath(p.lookPath, "srun")}
 	return r

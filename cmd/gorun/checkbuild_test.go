@@ -29,11 +29,13 @@ Launchers whose ranks hvd.Init joins:
 `
 
 // kernelsSection is the kernels part of a build report; SUM stands for
-// kernels.SumKernels, which depends on the build.
+// kernels.SumKernels and SCALE for kernels.ScaleKernels, which depend on
+// the build.
 const kernelsSection = `
 Kernels:
     [X] CPU reductions (sum, min, max, prod, avg of float32, float64, float16, bfloat16, int32, int64, uint8)
     [X] float32 and float64 sums in SUM
+    [X] float32 and float64 scaling (avg, pre- and postscale) in SCALE
 `
 
 // TestCheckBuildReport: the report gathered from given probes, formatted,
@@ -142,7 +144,7 @@ Launchers that gorun starts ranks with:
 				t.Errorf("toolchain %s %s, want %s %s/%s", r.goVersion, r.platform, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			}
 			r.goVersion, r.platform = "go1.26.0", "linux/amd64" // the same text on every machine
-			want := strings.ReplaceAll(c.want, "SUM", kernels.SumKernels)
+			want := strings.ReplaceAll(strings.ReplaceAll(c.want, "SUM", kernels.SumKernels), "SCALE", kernels.ScaleKernels)
 			if got := r.format(); got != want {
 				t.Errorf("report:\n%s\nwant:\n%s", got, want)
 			}
