@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,9 +105,17 @@ func shake(s0, s1 *side, setup Setup) (*Rings, *Rings) {
 // once one rank's connection fails, the other still receives what was
 // written before, then finds the peer gone and fails its connection; a
 // Send on the unmapped rings returns that failure; both links then end.
+// It runs with one processor, where the polls let the process's other
+// goroutines run at every look, and with two, where they do so at most
+// every shareEvery.
 func TestLinkAlone(t *testing.T) {
-	for _, spin := range []time.Duration{0, time.Hour} {
-		t.Run(fmt.Sprint("spin=", spin), func(t *testing.T) { linkAlone(t, spin) })
+	for _, procs := range []int{1, 2} {
+		for _, spin := range []time.Duration{0, time.Hour} {
+			t.Run(fmt.Sprint("procs=", procs, "/spin=", spin), func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				linkAlone(t, spin)
+			})
+		}
 	}
 }
 
@@ -122,6 +131,9 @@ func linkAlone(t *testing.T, spin time.Duration) {
 	}{{s0, r0}, {s1, r1}} {
 		p.s.link = NewLink(p.s, p.s.in, p.r, spin, 0)
 		go p.s.link.Watch()
+		if want := shareEvery * time.Duration(min(runtime.GOMAXPROCS(0)-1, 1)); p.s.link.poll.Share != want {
+			t.Errorf("with GOMAXPROCS %d the polls share every %v, want %v", runtime.GOMAXPROCS(0), p.s.link.poll.Share, want)
+		}
 	}
 	defer func() {
 		s0.fail(errors.New("test over"))

@@ -156,6 +156,9 @@ type Poll struct {
 	// (sched_yield(2)), once Quick has passed.
 	Yield bool
 	Quick time.Duration
+	// Share is the least time between two looks that let this process's
+	// other goroutines run (runtime.Gosched); 0: every look. See poll.
+	Share time.Duration
 }
 
 // Read fills p from the ring, waiting for data as needed. While the ring

@@ -25,13 +25,14 @@ func (r *Ring) WakeWriter() { futex(r.u32(offRseq), futexWake, 1<<30) }
 
 // poll busy-waits up to pl.Spin for the counter at off to move from v. It
 // gives up early when the writer has gone or stop reports an error.
-// Between looks it lets this process's other goroutines run, and with
-// pl.Yield, once pl.Quick has passed, also other processes (sched_yield(2)):
-// the process that will write may be waiting for this very one's
-// processor.
+// Between looks it lets this process's other goroutines run (at most every
+// pl.Share), and with pl.Yield, once pl.Quick has passed, also other
+// processes (sched_yield(2)): the process that will write may be waiting
+// for this very one's processor.
 func (r *Ring) poll(off int, v uint64, pl Poll, gone func() bool, stop func() error) {
 	start := time.Now()
 	deadline, quick := start.Add(pl.Spin), start.Add(pl.Quick)
+	shared := start // when the process's goroutines last had a turn
 	yielding := false
 	for i := 0; ; i++ {
 		if atomic.LoadUint64(r.u64(off)) != v {
@@ -48,7 +49,10 @@ func (r *Ring) poll(off int, v uint64, pl Poll, gone func() bool, stop func() er
 			yielding = true // from now on every look
 			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 		}
-		runtime.Gosched()
+		if pl.Share <= 0 || now.Sub(shared) >= pl.Share {
+			shared = now
+			runtime.Gosched()
+		}
 	}
 }
 
