@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
@@ -116,7 +115,7 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 	if x.qlen <= pollMax {
 		spin = x.rl.r.spin
 	}
-	var idle time.Time
+	var idle, shared time.Time
 	for {
 		sent, err := x.send(false)
 		if err != nil {
@@ -134,11 +133,12 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 			continue
 		}
 		if spin > 0 {
+			now := time.Now()
 			if idle.IsZero() {
-				idle = time.Now()
+				idle = now
 			}
-			if time.Since(idle) < spin {
-				runtime.Gosched()
+			if now.Sub(idle) < spin {
+				shareTurn(x.rl.r.share, &shared, now)
 				continue
 			}
 		}

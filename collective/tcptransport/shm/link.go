@@ -106,6 +106,17 @@ const yieldFor = 50 * time.Microsecond
 // 26.2; 1 to 16 MiB within 6% either way (GOMAXPROCS=1: 8.9 and 24.6 µs).
 const shareEvery = 20 * time.Microsecond
 
+// ShareEvery is the least time between two looks of a poll that let the
+// process's other goroutines run (runtime.Gosched): shareEvery with more
+// than one processor, 0 (every look) with one. Sockets' polls follow it
+// too (see package tcptransport, inbound).
+func ShareEvery() time.Duration {
+	if runtime.GOMAXPROCS(0) > 1 {
+		return shareEvery
+	}
+	return 0
+}
+
 // NewLink carries c's frames through rings; idle is c's inbound socket,
 // which the watcher reads for the peer's close. Whatever a frame's size,
 // recv polls an empty ring before it sleeps in futex(2), unlike a socket
@@ -131,9 +142,7 @@ func NewLink(c Conn, idle io.Reader, rings *Rings, spin, quick time.Duration) *L
 	if spin <= 0 {
 		l.poll = shmring.Poll{Spin: yieldFor, Yield: true, Quick: quick}
 	}
-	if runtime.GOMAXPROCS(0) > 1 {
-		l.poll.Share = shareEvery
-	}
+	l.poll.Share = ShareEvery()
 	l.foldFn = l.fold.add
 	return l
 }

@@ -131,7 +131,7 @@ func linkAlone(t *testing.T, spin time.Duration) {
 	}{{s0, r0}, {s1, r1}} {
 		p.s.link = NewLink(p.s, p.s.in, p.r, spin, 0)
 		go p.s.link.Watch()
-		if want := shareEvery * time.Duration(min(runtime.GOMAXPROCS(0)-1, 1)); p.s.link.poll.Share != want {
+		if want := shareEvery * time.Duration(min(runtime.GOMAXPROCS(0)-1, 1)); p.s.link.poll.Share != want || ShareEvery() != want {
 			t.Errorf("with GOMAXPROCS %d the polls share every %v, want %v", runtime.GOMAXPROCS(0), p.s.link.poll.Share, want)
 		}
 	}
