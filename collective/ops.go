@@ -201,9 +201,10 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 	return kernels.Scale(dt, buf, post)
 }
 
-// allreduceKey picks the algorithm by size: recursive doubling for
-// buffers small enough to run inline (latency-bound: fewest messages), the
-// pipelined ring otherwise (bandwidth-bound: fewest bytes per rank). It
+// allreduceKey picks the algorithm by size: the two-level one where the
+// hierarchy says so; recursive doubling up to Options.DoublingBytes
+// (latency-bound: fewest messages), run inline up to InlineBytes; the
+// pipelined ring beyond (bandwidth-bound: fewest bytes per rank). It
 // returns the plan's key and the schedule that builds it.
 func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 	if c.hier.twoLevel(count*esz, c.opts.InlineBytes) {
@@ -213,7 +214,7 @@ func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 			return HierarchicalAllreduce(c.Rank(), hosts, count, seg, blocks)
 		}
 	}
-	if count*esz <= c.opts.InlineBytes {
+	if count*esz <= c.opts.DoublingBytes {
 		return planKey{alg: "allreduce-doubling", count: count, esz: esz}, func() []Step {
 			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
 		}

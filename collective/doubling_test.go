@@ -1,0 +1,64 @@
+package collective_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/collective/internal/meshtest"
+	"github.com/gorovod/gorovod/kernels"
+)
+
+// TestDoublingBytes: a flat all-reduce beyond InlineBytes and up to
+// DoublingBytes runs recursive doubling (on 4 ranks, rank 0 sends to rank
+// 2, which the ring never does), beyond it the ring; twice InlineBytes is
+// the default, and a DoublingBytes below InlineBytes counts as
+// InlineBytes. Results are checked on every mesh kind (over TCP such a
+// doubling does not run inline, where full socket buffers could stall it)
+// and on 3, 4 and 5 ranks, where doubling folds the ranks beyond a power
+// of two.
+func TestDoublingBytes(t *testing.T) {
+	for _, c := range []struct {
+		inline, doubling int
+		bytes            int // all-reduced, float64
+		doubles          bool
+	}{
+		{256, 0, 256, true},     // inline
+		{256, 0, 512, true},     // twice InlineBytes by default
+		{256, 0, 520, false},    // past it
+		{256, 1024, 1000, true}, // set
+		{256, 1024, 1032, false},
+		{256, 64, 264, false}, // below InlineBytes: InlineBytes
+	} {
+		t.Run(fmt.Sprintf("inline=%d/doubling=%d/bytes=%d", c.inline, c.doubling, c.bytes), func(t *testing.T) {
+			ts := meshtest.Mem(t, 4)
+			counted := &countingTransport{Transport: ts[0], peer: 2}
+			ts[0] = counted
+			cs := make([]*collective.Comm, 4)
+			for r, tr := range ts {
+				cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64, InlineBytes: c.inline, DoublingBytes: c.doubling})
+				defer cs[r].Close()
+			}
+			allreduceCase(t, cs, kernels.F64, kernels.Sum, c.bytes/8)
+			if doubled := counted.sends.Load() > 0; doubled != c.doubles {
+				t.Errorf("rank 0 sent to rank 2: %v, want %v (doubling)", doubled, c.doubles)
+			}
+		})
+	}
+	for _, k := range meshtest.Kinds() {
+		for _, n := range []int{3, 4, 5} {
+			t.Run(fmt.Sprintf("%s/n=%d", k.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, k.Make, n, collective.Options{SegmentBytes: 256, InlineBytes: 1024, DoublingBytes: 16 << 10})
+				for _, count := range []int{129, 1000, 2047} { // float32, past the inline size, odd
+					allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
+					allreduceCase(t, cs, kernels.F64, kernels.Max, count)
+				}
+				// Of the 6, only 129 float32 fit InlineBytes; over
+				// TCP the others must not run inline.
+				if in, piped := collective.Runs(cs[0]); k.Name == "tcp" && (in != 1 || piped != 5) {
+					t.Errorf("over TCP %d ran inline and %d not, want 1 and 5", in, piped)
+				}
+			})
+		}
+	}
+}
