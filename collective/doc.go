@@ -11,8 +11,9 @@
 // A schedule is a pure function from (rank, size, layout) to the list of
 // steps one rank performs: which segment it sends to whom, which it
 // receives from whom, and whether it copies or reduces what it receives.
-// RingAllreduce, RingReduceScatter, RingAllgather, ChainBroadcast,
-// ShiftAlltoall, DisseminationBarrier and the two-level
+// RingAllreduce, RecursiveDoublingAllreduce (Allreduce's choice up to
+// Options.DoublingBytes), RingReduceScatter, RingAllgather,
+// ChainBroadcast, ShiftAlltoall, DisseminationBarrier and the two-level
 // HierarchicalAllreduce, HierarchicalAllgather and HostOrderedBroadcast
 // are the schedules; the tests run
 // all ranks' schedules through a goroutine-free simulation that checks
@@ -26,8 +27,8 @@
 // caller sends, a receiver fills scratch slots, a reducer folds them in.
 // Each step waits only for the earlier steps its data depends on, so
 // several segments are in flight and sending, receiving and reducing
-// overlap. A ring all-reduce whose links are Exchangers (plain TCP) runs
-// step by step in the caller's goroutine instead, each step's send and
+// overlap. A ring or doubling all-reduce whose links are Exchangers (plain
+// TCP) runs step by step in the caller's goroutine instead, each step's send and
 // receive moving together and what arrives reduced while the rest comes.
 //
 // Comm ties these together on typed buffers, in place. AllreduceVec
