@@ -17,9 +17,13 @@ import (
 // at n=4; 16 MiB gained at both, 4 MiB at n=4 only, and 256 KiB and 1 MiB
 // buffers were within the noise. Fewer, larger messages mean fewer
 // wake-ups of the sending, receiving and reducing goroutines.
+//
+// DefaultHalvingBytes is the Options.HalvingBytes that package hvd sets
+// where every link of a job is TCP (see there for the measurements).
 const (
 	DefaultSegmentBytes = 1 << 20
 	DefaultInlineBytes  = 32 << 10
+	DefaultHalvingBytes = 1 << 20
 )
 
 // Options tune a Comm. The zero value means the defaults.
@@ -46,6 +50,17 @@ type Options struct {
 	// all-reduce (2 × 2 ranks) keeps its own choice, since on 2 Gbit/s links
 	// its 64 KiB took 300 µs against 521 for doubling.
 	DoublingBytes int
+	// HalvingBytes: a flat all-reduce on a power of two ranks above 2, of
+	// a buffer beyond DoublingBytes and at most this large, runs
+	// HalvingDoublingAllreduce rather than the ring: the same bytes in
+	// 2·log2 n rounds instead of 2(n-1). Zero (the default) never does. It
+	// pays where a round costs a wake-up through the kernel, on TCP; over
+	// shared memory the ring measured as fast or faster, and on 3 ranks,
+	// whose third folds the whole buffer in and out, the ring was faster
+	// from 64 to 512 KiB (loopback TCP: 191 against 226 µs at 128 KiB). Every rank must
+	// have the same value (package hvd sets DefaultHalvingBytes from the
+	// job's settings, the same on every rank).
+	HalvingBytes int
 	// Hosts gives the host of each rank (any small integers; ranks with the
 	// same number share a host); nil or a length other than the size means
 	// one host per rank. It enables the hierarchical algorithms.
@@ -131,6 +146,9 @@ const (
 	algAllreduceHier = "allreduce-hier"
 	algAllgatherHier = "allgather-hier"
 	algAllreduceRing = "allreduce-ring"
+	// algAllreduceHalving is HalvingDoublingAllreduce, which Allreduce
+	// runs on a power of two ranks only, where it is lockstep.
+	algAllreduceHalving = "allreduce-halving"
 )
 
 type planKey struct {
@@ -238,7 +256,7 @@ func (c *Comm) getPlan(key planKey, mk func() []Step) (*plan, error) {
 		return nil, err
 	}
 	p.overlapped = key.alg == algAllreduceHier || key.alg == algAllgatherHier
-	p.lockstep = key.alg == algAllreduceRing
+	p.lockstep = key.alg == algAllreduceRing || key.alg == algAllreduceHalving
 	if len(c.plans) > 256 { // bound the cache: shapes in training loops repeat
 		clear(c.plans)
 	}

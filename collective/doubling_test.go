@@ -62,3 +62,44 @@ func TestDoublingBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHalvingBytes: with Options.HalvingBytes a flat all-reduce on a
+// power of two ranks above 2 beyond DoublingBytes and up to HalvingBytes
+// runs halving-doubling (on 4 ranks rank 0 sends to rank 2, which the ring
+// never does), beyond it the ring, and without it never; on 3 ranks never
+// (rank 0 would send to rank 2 in the fold's hand-back, but the ring's
+// rank 0 sends only to rank 1). Results are checked on every mesh kind on
+// 3, 4, 5 and 8 ranks.
+func TestHalvingBytes(t *testing.T) {
+	for _, c := range []struct {
+		halving, bytes int // float64
+		n              int
+		halves         bool
+	}{{0, 2000, 4, false}, {4096, 2000, 4, true}, {4096, 4096, 4, true}, {4096, 4104, 4, false}, {4096, 2000, 3, false}} {
+		t.Run(fmt.Sprintf("halving=%d/bytes=%d/n=%d", c.halving, c.bytes, c.n), func(t *testing.T) {
+			ts := meshtest.Mem(t, c.n)
+			counted := &countingTransport{Transport: ts[0], peer: 2}
+			ts[0] = counted
+			cs := make([]*collective.Comm, c.n)
+			for r, tr := range ts {
+				cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64, InlineBytes: 256, HalvingBytes: c.halving})
+				defer cs[r].Close()
+			}
+			allreduceCase(t, cs, kernels.F64, kernels.Sum, c.bytes/8)
+			if halved := counted.sends.Load() > 0; halved != c.halves {
+				t.Errorf("rank 0 sent to rank 2: %v, want %v (halving-doubling)", halved, c.halves)
+			}
+		})
+	}
+	for _, k := range meshtest.Kinds() {
+		for _, n := range []int{3, 4, 5, 8} {
+			t.Run(fmt.Sprintf("%s/n=%d", k.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, k.Make, n, collective.Options{SegmentBytes: 256, InlineBytes: 512, DoublingBytes: 1024, HalvingBytes: 64 << 10})
+				for _, count := range []int{257, 1000, 4099} { // float32, past the doubling size, odd
+					allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
+					allreduceCase(t, cs, kernels.F64, kernels.Max, count)
+				}
+			})
+		}
+	}
+}

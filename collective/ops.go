@@ -203,8 +203,10 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 
 // allreduceKey picks the algorithm by size: the two-level one where the
 // hierarchy says so; recursive doubling up to Options.DoublingBytes
-// (latency-bound: fewest messages), run inline up to InlineBytes; the
-// pipelined ring beyond (bandwidth-bound: fewest bytes per rank). It
+// (latency-bound: fewest messages), run inline up to InlineBytes;
+// halving-doubling up to Options.HalvingBytes on a power of two ranks
+// above 2 (the ring's bytes in fewer rounds); the ring beyond
+// (bandwidth-bound). It
 // returns the plan's key and the schedule that builds it.
 func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 	if c.hier.twoLevel(count*esz, c.opts.InlineBytes) {
@@ -217,6 +219,11 @@ func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 	if count*esz <= c.opts.DoublingBytes {
 		return planKey{alg: "allreduce-doubling", count: count, esz: esz}, func() []Step {
 			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
+		}
+	}
+	if n := c.Size(); count*esz <= c.opts.HalvingBytes && n > 2 && n&(n-1) == 0 {
+		return planKey{alg: algAllreduceHalving, count: count, esz: esz}, func() []Step {
+			return HalvingDoublingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
 		}
 	}
 	return planKey{alg: algAllreduceRing, count: count, esz: esz}, func() []Step {

@@ -55,7 +55,7 @@ func TestSchedulePeersCoverSchedules(t *testing.T) {
 	for size := 2; size <= 24; size++ {
 		for r := range size {
 			peers := SchedulePeers(r, size, nil)
-			for _, steps := range [][]Step{RingAllreduce(r, size, 1000, 64), RecursiveDoublingAllreduce(r, size, 1000)} {
+			for _, steps := range [][]Step{RingAllreduce(r, size, 1000, 64), RecursiveDoublingAllreduce(r, size, 1000), HalvingDoublingAllreduce(r, size, 1000, 64)} {
 				for _, st := range steps {
 					for _, q := range []int{st.SendTo, st.RecvFrom} {
 						if q >= 0 && !slices.Contains(peers, q) {

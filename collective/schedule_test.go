@@ -380,3 +380,17 @@ func TestRecursiveDoublingSchedule(t *testing.T) {
 		}
 	}
 }
+
+func TestHalvingDoublingAllreduceSchedule(t *testing.T) {
+	for _, n := range simSizes {
+		for _, count := range simCounts(n) {
+			for _, seg := range []int{1, 3, 1000} {
+				t.Run(fmt.Sprintf("n%d/c%d/seg%d", n, count, seg), func(t *testing.T) {
+					s := newSim(t, n, func(r int) []Step { return HalvingDoublingAllreduce(r, n, count, seg) }, own(count))
+					s.run(t)
+					s.checkAllreduced(t, count)
+				})
+			}
+		}
+	}
+}

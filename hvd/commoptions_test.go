@@ -39,3 +39,37 @@ func TestCommOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestHalvingBytesRule: the halving-doubling all-reduce is on only where
+// every link is TCP (shared memory off, or no two ranks on one host) and
+// there are more than 2 ranks of known hosts; commOptions applies the
+// rule.
+func TestHalvingBytesRule(t *testing.T) {
+	for _, c := range []struct {
+		noShm bool
+		hosts []int
+		want  int
+	}{
+		{false, []int{0, 1, 2, 3}, collective.DefaultHalvingBytes},
+		{false, []int{0, 0, 1, 1}, 0},
+		{true, []int{0, 0, 1, 1}, collective.DefaultHalvingBytes},
+		{true, []int{0, 0, 0, 0}, collective.DefaultHalvingBytes},
+		{false, []int{0, 0, 0, 0}, 0},
+		{true, []int{0, 1}, 0},
+		{true, nil, 0},
+	} {
+		if got := halvingBytes(c.noShm, c.hosts); got != c.want {
+			t.Errorf("halvingBytes(%v, %v) = %d, want %d", c.noShm, c.hosts, got, c.want)
+		}
+	}
+	// commOptions applies it, unless the options name their own.
+	env := jobenv.DefaultEnv()
+	env.Size = 4
+	r := &Runtime{env: env, hostOf: []string{"a", "b", "c", "d"}}
+	if got := r.commOptions(collective.Options{}).HalvingBytes; got != collective.DefaultHalvingBytes {
+		t.Errorf("4 ranks on 4 hosts: HalvingBytes %d, want %d", got, collective.DefaultHalvingBytes)
+	}
+	if got := r.commOptions(collective.Options{HalvingBytes: 99}).HalvingBytes; got != 99 {
+		t.Errorf("given HalvingBytes 99: %d", got)
+	}
+}
