@@ -149,6 +149,8 @@ const (
 	// algAllreduceHalving is HalvingDoublingAllreduce, which Allreduce
 	// runs on a power of two ranks only, where it is lockstep.
 	algAllreduceHalving = "allreduce-halving"
+	// algAllreduceDoubling is RecursiveDoublingAllreduce.
+	algAllreduceDoubling = "allreduce-doubling"
 )
 
 type planKey struct {
@@ -246,6 +248,18 @@ func (c *Comm) invalid(op string, seq uint64, format string, args ...any) error 
 	return err
 }
 
+// doublingExchanges reports whether a recursive-doubling all-reduce of
+// size ranks counts as lockstep, so that one beyond InlineBytes over TCP
+// runs on the exchange executor rather than the pipelined one: on a power
+// of two ranks (no fold steps) from 4 up. Medians of interleaved launches
+// on the 2-CPU test VM, pipelined against exchanged: 4 ranks over loopback
+// TCP, 40, 48 and 64 KiB 218, 221 and 279 against 138, 130 and 180 µs;
+// 4 emulated hosts of one rank, 583, 585 and 636 against 458, 454 and
+// 503 µs. On 2 ranks the launches varied both ways (2 emulated hosts:
+// 40 KiB 18.2 against 23.2 µs, 64 KiB 38.9 against 25.1), so they stay
+// pipelined.
+func doublingExchanges(size int) bool { return size >= 4 && size&(size-1) == 0 }
+
 // getPlan returns the cached plan for key, building it with mk on a miss.
 func (c *Comm) getPlan(key planKey, mk func() []Step) (*plan, error) {
 	if p, ok := c.plans[key]; ok {
@@ -256,7 +270,8 @@ func (c *Comm) getPlan(key planKey, mk func() []Step) (*plan, error) {
 		return nil, err
 	}
 	p.overlapped = key.alg == algAllreduceHier || key.alg == algAllgatherHier
-	p.lockstep = key.alg == algAllreduceRing || key.alg == algAllreduceHalving
+	p.lockstep = key.alg == algAllreduceRing || key.alg == algAllreduceHalving ||
+		key.alg == algAllreduceDoubling && doublingExchanges(c.Size())
 	if len(c.plans) > 256 { // bound the cache: shapes in training loops repeat
 		clear(c.plans)
 	}

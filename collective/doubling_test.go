@@ -103,3 +103,15 @@ func TestHalvingBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestDoublingExchangeLargeOverTCP: recursive doubling sends and reduces
+// the same elements in each round, so on the exchange executor a round
+// must not fold what arrives before all of its own send is out. Buffers of
+// 2 and 8 MiB on 4 ranks over TCP (more than the sockets buffer, so sends
+// go out in parts while data arrives) all-reduce exactly.
+func TestDoublingExchangeLargeOverTCP(t *testing.T) {
+	cs := meshtest.Comms(t, meshtest.TCP, 4, collective.Options{DoublingBytes: 8 << 20})
+	for _, count := range []int{1 << 19, 1 << 21} {
+		allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
+	}
+}

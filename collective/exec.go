@@ -234,7 +234,9 @@ const reducePiece = 64 << 10
 
 // exchanges reports whether the plan can run step by step with each
 // step's send and receive moving together through Exchange: it is a
-// lockstep plan, and every link pair of its steps can.
+// lockstep plan, no step of it copies what it receives into what it sends,
+// and every link pair of its steps can. (A step that reduces into what it
+// sends, as recursive doubling does, folds only once its send is out.)
 func (r *run) exchanges() bool {
 	if !r.p.lockstep {
 		return false
@@ -242,6 +244,9 @@ func (r *run) exchanges() bool {
 	for _, st := range r.p.steps {
 		if st.SendTo < 0 || st.RecvFrom < 0 {
 			continue
+		}
+		if st.Combine == Copy && st.Send.overlaps(st.Recv) {
+			return false // a receive straight into what is still being sent
 		}
 		ex, ok := r.t.Conn(st.SendTo).(Exchanger)
 		if !ok || !ex.CanExchange(r.t.Conn(st.RecvFrom)) {
@@ -281,7 +286,10 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 		var arrived func(int)
 		if st.Combine == Reduce {
 			seg, tmp, done = st.Recv, scratch[:st.Recv.Len*r.esz], 0
-			r.recvPs, arrived = append(r.recvPs[:0], tmp), fold
+			r.recvPs = append(r.recvPs[:0], tmp)
+			if !st.Send.overlaps(st.Recv) { // else folded once all of the send is out (recursive doubling)
+				arrived = fold
+			}
 		} else {
 			r.recvPs = r.segPieces(st.Recv, r.recvPs)
 		}

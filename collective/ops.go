@@ -217,7 +217,7 @@ func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 		}
 	}
 	if count*esz <= c.opts.DoublingBytes {
-		return planKey{alg: "allreduce-doubling", count: count, esz: esz}, func() []Step {
+		return planKey{alg: algAllreduceDoubling, count: count, esz: esz}, func() []Step {
 			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
 		}
 	}
