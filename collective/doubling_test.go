@@ -108,10 +108,13 @@ func TestHalvingBytes(t *testing.T) {
 // the same elements in each round, so on the exchange executor a round
 // must not fold what arrives before all of its own send is out. Buffers of
 // 2 and 8 MiB on 4 ranks over TCP (more than the sockets buffer, so sends
-// go out in parts while data arrives) all-reduce exactly.
+// go out in parts while data arrives) all-reduce exactly, by recursive
+// doubling and by halving-doubling.
 func TestDoublingExchangeLargeOverTCP(t *testing.T) {
-	cs := meshtest.Comms(t, meshtest.TCP, 4, collective.Options{DoublingBytes: 8 << 20})
-	for _, count := range []int{1 << 19, 1 << 21} {
-		allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
+	for _, o := range []collective.Options{{DoublingBytes: 8 << 20}, {HalvingBytes: 8 << 20}} {
+		cs := meshtest.Comms(t, meshtest.TCP, 4, o)
+		for _, count := range []int{1 << 19, 1 << 21} {
+			allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
+		}
 	}
 }
