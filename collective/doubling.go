@@ -15,31 +15,63 @@ func RecursiveDoublingAllreduce(rank, size, count int) []Step {
 	if count == 0 || size == 1 {
 		return nil
 	}
+	f := newFold(rank, size, count)
+	if f.out {
+		return f.alone()
+	}
+	steps := f.in(nil)
+	for d := 1; d < f.p; d *= 2 {
+		st := noStep()
+		st.SendTo, st.Send = rank^d, f.whole
+		st.RecvFrom, st.Recv, st.Combine = rank^d, f.whole, Reduce
+		steps = append(steps, st)
+	}
+	return f.back(steps)
+}
+
+// fold is how recursive doubling and halving-doubling take in the ranks
+// beyond p, the largest power of two not above size: rank p+i sends its
+// buffer to rank i, which reduces it in before the rounds and sends the
+// result back after them.
+type fold struct {
+	rank, size, p int
+	whole         Segment
+	out           bool // this rank is one of those beyond p
+}
+
+func newFold(rank, size, count int) fold {
 	p := 1
 	for p*2 <= size {
 		p *= 2
 	}
-	whole := Segment{Buf: BufMain, Off: 0, Len: count}
-	send := func(to int) Step { st := noStep(); st.SendTo, st.Send = to, whole; return st }
-	recv := func(from int, c Combine) Step {
+	return fold{rank: rank, size: size, p: p, whole: Segment{Buf: BufMain, Off: 0, Len: count}, out: rank >= p}
+}
+
+// alone is the whole schedule of a rank beyond p: fold in, then wait for
+// the result.
+func (f fold) alone() []Step {
+	in, back := noStep(), noStep()
+	in.SendTo, in.Send = f.rank-f.p, f.whole
+	back.RecvFrom, back.Recv, back.Combine = f.rank-f.p, f.whole, Copy
+	return []Step{in, back}
+}
+
+// in appends the reduction of rank+p's buffer, if that rank exists.
+func (f fold) in(steps []Step) []Step {
+	if f.rank < f.size-f.p {
 		st := noStep()
-		st.RecvFrom, st.Recv, st.Combine = from, whole, c
-		return st
-	}
-	if rank >= p { // fold in, then wait for the result
-		return []Step{send(rank - p), recv(rank-p, Copy)}
-	}
-	var steps []Step
-	if rank < size-p {
-		steps = append(steps, recv(rank+p, Reduce))
-	}
-	for d := 1; d < p; d *= 2 {
-		st := send(rank ^ d)
-		st.RecvFrom, st.Recv, st.Combine = rank^d, whole, Reduce
+		st.RecvFrom, st.Recv, st.Combine = f.rank+f.p, f.whole, Reduce
 		steps = append(steps, st)
 	}
-	if rank < size-p {
-		steps = append(steps, send(rank+p))
+	return steps
+}
+
+// back appends the sending of the result to rank+p, if that rank exists.
+func (f fold) back(steps []Step) []Step {
+	if f.rank < f.size-f.p {
+		st := noStep()
+		st.SendTo, st.Send = f.rank+f.p, f.whole
+		steps = append(steps, st)
 	}
 	return steps
 }
@@ -66,23 +98,12 @@ func HalvingDoublingAllreduce(rank, size, count, seg int) []Step {
 	if count == 0 || size == 1 {
 		return nil
 	}
-	p := 1
-	for p*2 <= size {
-		p *= 2
+	f := newFold(rank, size, count)
+	if f.out {
+		return f.alone()
 	}
-	whole := Segment{Buf: BufMain, Off: 0, Len: count}
-	if rank >= p { // fold in, then wait for the result
-		in, out := noStep(), noStep()
-		in.SendTo, in.Send = rank-p, whole
-		out.RecvFrom, out.Recv, out.Combine = rank-p, whole, Copy
-		return []Step{in, out}
-	}
-	var steps []Step
-	if rank < size-p {
-		st := noStep()
-		st.RecvFrom, st.Recv, st.Combine = rank+p, whole, Reduce
-		steps = append(steps, st)
-	}
+	steps := f.in(nil)
+	p := f.p
 	l := evenLayout(count, p)
 	span := func(b0, b1 int) Segment { // blocks [b0, b1)
 		return Segment{Buf: BufMain, Off: l.off[b0], Len: l.off[b1-1] + l.n[b1-1] - l.off[b0]}
@@ -103,12 +124,7 @@ func HalvingDoublingAllreduce(rank, size, count, seg int) []Step {
 		mine, theirs := rank&^(d-1), (rank^d)&^(d-1)
 		steps = swapPieces(steps, rank^d, span(mine, mine+d), span(theirs, theirs+d), Copy, seg)
 	}
-	if rank < size-p {
-		st := noStep()
-		st.SendTo, st.Send = rank+p, whole
-		steps = append(steps, st)
-	}
-	return steps
+	return f.back(steps)
 }
 
 // swapPieces appends the steps that send out to peer and receive in from
