@@ -42,7 +42,7 @@ type Options struct {
 	// steps of 1/n of it): where a step's wake-up costs more than its
 	// bytes, fewer steps win. Zero means twice InlineBytes (64 KiB by
 	// default). Up to InlineBytes doubling runs anyway; a value below
-	// InlineBytes counts as InlineBytes. On the 2-CPU test VM
+	// InlineBytes (a negative one too) counts as InlineBytes. On the 2-CPU test VM
 	// (medians of interleaved launches): four ranks over loopback TCP, 64
 	// KiB in 136-189 µs against 266-295 with the ring; two ranks on
 	// emulated hosts without a rate limit, 48 KiB in 15.4 against 34.8 µs
@@ -53,7 +53,8 @@ type Options struct {
 	// HalvingBytes: a flat all-reduce on a power of two ranks above 2, of
 	// a buffer beyond DoublingBytes and at most this large, runs
 	// HalvingDoublingAllreduce rather than the ring: the same bytes in
-	// 2·log2 n rounds instead of 2(n-1). Zero (the default) never does. It
+	// 2·log2 n rounds instead of 2(n-1). Zero (the default) or a negative
+	// value never does (package hvd fills in a zero; see there). It
 	// pays where a round costs a wake-up through the kernel, on TCP; over
 	// shared memory the ring measured as fast or faster, and on 3 ranks,
 	// whose third folds the whole buffer in and out, the ring was faster
@@ -96,7 +97,7 @@ func (o Options) withDefaults() Options {
 	if o.InlineBytes <= 0 {
 		o.InlineBytes = DefaultInlineBytes
 	}
-	if o.DoublingBytes <= 0 {
+	if o.DoublingBytes == 0 {
 		o.DoublingBytes = 2 * o.InlineBytes
 	}
 	o.DoublingBytes = max(o.DoublingBytes, o.InlineBytes)

@@ -13,7 +13,7 @@ import (
 // DoublingBytes runs recursive doubling (on 4 ranks, rank 0 sends to rank
 // 2, which the ring never does), beyond it the ring; twice InlineBytes is
 // the default, and a DoublingBytes below InlineBytes counts as
-// InlineBytes. Results are checked on every mesh kind (over TCP such a
+// InlineBytes (so does a negative one). Results are checked on every mesh kind (over TCP such a
 // doubling does not run inline, where full socket buffers could stall it)
 // and on 3, 4 and 5 ranks, where doubling folds the ranks beyond a power
 // of two.
@@ -29,6 +29,8 @@ func TestDoublingBytes(t *testing.T) {
 		{256, 1024, 1000, true}, // set
 		{256, 1024, 1032, false},
 		{256, 64, 264, false}, // below InlineBytes: InlineBytes
+		{256, -1, 256, true},
+		{256, -1, 264, false},
 	} {
 		t.Run(fmt.Sprintf("inline=%d/doubling=%d/bytes=%d", c.inline, c.doubling, c.bytes), func(t *testing.T) {
 			ts := meshtest.Mem(t, 4)
@@ -66,7 +68,8 @@ func TestDoublingBytes(t *testing.T) {
 // TestHalvingBytes: with Options.HalvingBytes a flat all-reduce on a
 // power of two ranks above 2 beyond DoublingBytes and up to HalvingBytes
 // runs halving-doubling (on 4 ranks rank 0 sends to rank 2, which the ring
-// never does), beyond it the ring, and without it never; on 3 ranks never
+// never does), beyond it the ring, and without it (or with a negative
+// value) never; on 3 ranks never
 // (rank 0 would send to rank 2 in the fold's hand-back, but the ring's
 // rank 0 sends only to rank 1). Results are checked on every mesh kind on
 // 3, 4, 5 and 8 ranks.
@@ -75,7 +78,7 @@ func TestHalvingBytes(t *testing.T) {
 		halving, bytes int // float64
 		n              int
 		halves         bool
-	}{{0, 2000, 4, false}, {4096, 2000, 4, true}, {4096, 4096, 4, true}, {4096, 4104, 4, false}, {4096, 2000, 3, false}} {
+	}{{0, 2000, 4, false}, {4096, 2000, 4, true}, {4096, 4096, 4, true}, {4096, 4104, 4, false}, {4096, 2000, 3, false}, {-1, 2000, 4, false}} {
 		t.Run(fmt.Sprintf("halving=%d/bytes=%d/n=%d", c.halving, c.bytes, c.n), func(t *testing.T) {
 			ts := meshtest.Mem(t, c.n)
 			counted := &countingTransport{Transport: ts[0], peer: 2}
