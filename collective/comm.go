@@ -42,25 +42,27 @@ type Options struct {
 	// steps of 1/n of it): where a step's wake-up costs more than its
 	// bytes, fewer steps win. Zero means twice InlineBytes (64 KiB by
 	// default). Up to InlineBytes doubling runs anyway; a value below
-	// InlineBytes (a negative one too) counts as InlineBytes. On the 2-CPU test VM
-	// (medians of interleaved launches): four ranks over loopback TCP, 64
-	// KiB in 136-189 µs against 266-295 with the ring; two ranks on
-	// emulated hosts without a rate limit, 48 KiB in 15.4 against 34.8 µs
-	// and 64 KiB in 19.9 against 28.8; on 2 Gbit/s links even. A two-level
-	// all-reduce (2 × 2 ranks) keeps its own choice, since on 2 Gbit/s links
-	// its 64 KiB took 300 µs against 521 for doubling.
+	// InlineBytes (a negative one too) counts as InlineBytes. On the 2-CPU
+	// test VM (medians of three interleaved launches, ring against
+	// doubling, 48 and 64 KiB): 4 emulated hosts of one rank, 1530 against
+	// 564 and 1560 against 588 µs without a rate limit, 1579 against 593
+	// and 1558 against 618 at 2 Gbit/s; 2 emulated hosts of one rank, 31.5
+	// against 19.6 and 33.3 against 25.9 µs; 4 ranks over loopback TCP, 245
+	// against 181 and 245 against 210 µs. A two-level all-reduce (2 × 2
+	// ranks) keeps its own choice: on 2 Gbit/s links its 64 KiB took 300 µs
+	// against 521 for flat doubling.
 	DoublingBytes int
 	// HalvingBytes: a flat all-reduce on a power of two ranks above 2, of
 	// a buffer beyond DoublingBytes and at most this large, runs
 	// HalvingDoublingAllreduce rather than the ring: the same bytes in
 	// 2·log2 n rounds instead of 2(n-1). Zero (the default) or a negative
-	// value never does (package hvd fills in a zero; see there). It
-	// pays where a round costs a wake-up through the kernel, on TCP; over
-	// shared memory the ring measured as fast or faster, and on 3 ranks,
-	// whose third folds the whole buffer in and out, the ring was faster
-	// from 64 to 512 KiB (loopback TCP: 191 against 226 µs at 128 KiB). Every rank must
-	// have the same value (package hvd sets DefaultHalvingBytes from the
-	// job's settings, the same on every rank).
+	// value never does (package hvd fills in a zero; see there). It pays
+	// where a round costs a wake-up through the kernel, on TCP; over shared
+	// memory the ring measured as fast or faster, and on 3 ranks, whose
+	// third folds the whole buffer in and out, the ring was faster from 64
+	// to 512 KiB (loopback TCP: 191 against 226 µs at 128 KiB). Every rank
+	// must have the same value (package hvd sets DefaultHalvingBytes from
+	// the job's settings, the same on every rank).
 	HalvingBytes int
 	// Hosts gives the host of each rank (any small integers; ranks with the
 	// same number share a host); nil or a length other than the size means
@@ -259,7 +261,10 @@ func (c *Comm) invalid(op string, seq uint64, format string, args ...any) error 
 // 503 µs. On 2 ranks the launches varied both ways (2 emulated hosts:
 // 40 KiB 18.2 against 23.2 µs, 64 KiB 38.9 against 25.1), so they stay
 // pipelined.
-func doublingExchanges(size int) bool { return size >= 4 && size&(size-1) == 0 }
+func doublingExchanges(size int) bool { return size >= 4 && powerOfTwo(size) }
+
+// powerOfTwo reports whether n is a power of two (n > 0).
+func powerOfTwo(n int) bool { return n > 0 && n&(n-1) == 0 }
 
 // getPlan returns the cached plan for key, building it with mk on a miss.
 func (c *Comm) getPlan(key planKey, mk func() []Step) (*plan, error) {

@@ -12,7 +12,8 @@
 // steps one rank performs: which segment it sends to whom, which it
 // receives from whom, and whether it copies or reduces what it receives.
 // RingAllreduce, RecursiveDoublingAllreduce (Allreduce's choice up to
-// Options.DoublingBytes), RingReduceScatter, RingAllgather,
+// Options.DoublingBytes), HalvingDoublingAllreduce (up to
+// Options.HalvingBytes), RingReduceScatter, RingAllgather,
 // ChainBroadcast, ShiftAlltoall, DisseminationBarrier and the two-level
 // HierarchicalAllreduce, HierarchicalAllgather and HostOrderedBroadcast
 // are the schedules; the tests run
@@ -27,9 +28,10 @@
 // caller sends, a receiver fills scratch slots, a reducer folds them in.
 // Each step waits only for the earlier steps its data depends on, so
 // several segments are in flight and sending, receiving and reducing
-// overlap. A ring or doubling all-reduce whose links are Exchangers (plain
-// TCP) runs step by step in the caller's goroutine instead, each step's send and
-// receive moving together and what arrives reduced while the rest comes.
+// overlap. A ring, halving-doubling or doubling all-reduce whose links are
+// Exchangers (plain TCP) runs step by step in the caller's goroutine
+// instead, each step's send and receive moving together and what arrives
+// reduced while the rest comes.
 //
 // Comm ties these together on typed buffers, in place. AllreduceVec
 // all-reduces several buffers as if they lay end to end in one, where they

@@ -12,14 +12,10 @@ package collective
 // combine the same two operands (a⊕b on one side, b⊕a on the other), and
 // the operators are commutative, so every rank ends bit-identical.
 func RecursiveDoublingAllreduce(rank, size, count int) []Step {
-	if count == 0 || size == 1 {
-		return nil
+	f, steps, done := beginFold(rank, size, count)
+	if done {
+		return steps
 	}
-	f := newFold(rank, size, count)
-	if f.out {
-		return f.alone()
-	}
-	steps := f.in(nil)
 	for d := 1; d < f.p; d *= 2 {
 		st := noStep()
 		st.SendTo, st.Send = rank^d, f.whole
@@ -36,15 +32,25 @@ func RecursiveDoublingAllreduce(rank, size, count int) []Step {
 type fold struct {
 	rank, size, p int
 	whole         Segment
-	out           bool // this rank is one of those beyond p
 }
 
-func newFold(rank, size, count int) fold {
+// beginFold starts the schedule of rank: done is set when steps is all
+// of it (nothing to reduce, or a rank beyond p: fold in, then wait for
+// the result); else steps is the fold's reduction in, if any, and the
+// caller appends its rounds and then f.back.
+func beginFold(rank, size, count int) (f fold, steps []Step, done bool) {
+	if count == 0 || size == 1 {
+		return fold{}, nil, true
+	}
 	p := 1
 	for p*2 <= size {
 		p *= 2
 	}
-	return fold{rank: rank, size: size, p: p, whole: Segment{Buf: BufMain, Off: 0, Len: count}, out: rank >= p}
+	f = fold{rank: rank, size: size, p: p, whole: Segment{Buf: BufMain, Off: 0, Len: count}}
+	if rank >= p {
+		return f, f.alone(), true
+	}
+	return f, f.in(), false
 }
 
 // alone is the whole schedule of a rank beyond p: fold in, then wait for
@@ -56,14 +62,14 @@ func (f fold) alone() []Step {
 	return []Step{in, back}
 }
 
-// in appends the reduction of rank+p's buffer, if that rank exists.
-func (f fold) in(steps []Step) []Step {
-	if f.rank < f.size-f.p {
-		st := noStep()
-		st.RecvFrom, st.Recv, st.Combine = f.rank+f.p, f.whole, Reduce
-		steps = append(steps, st)
+// in is the reduction of rank+p's buffer, if that rank exists.
+func (f fold) in() []Step {
+	if f.rank >= f.size-f.p {
+		return nil
 	}
-	return steps
+	st := noStep()
+	st.RecvFrom, st.Recv, st.Combine = f.rank+f.p, f.whole, Reduce
+	return []Step{st}
 }
 
 // back appends the sending of the result to rank+p, if that rank exists.
@@ -95,14 +101,10 @@ func (f fold) back(steps []Step) []Step {
 // ends with the same bits). In doubling round d (1, 2, …, p/2) a rank and
 // rank^d swap the d blocks each holds.
 func HalvingDoublingAllreduce(rank, size, count, seg int) []Step {
-	if count == 0 || size == 1 {
-		return nil
+	f, steps, done := beginFold(rank, size, count)
+	if done {
+		return steps
 	}
-	f := newFold(rank, size, count)
-	if f.out {
-		return f.alone()
-	}
-	steps := f.in(nil)
 	p := f.p
 	l := evenLayout(count, p)
 	span := func(b0, b1 int) Segment { // blocks [b0, b1)

@@ -13,10 +13,10 @@ import (
 // DoublingBytes runs recursive doubling (on 4 ranks, rank 0 sends to rank
 // 2, which the ring never does), beyond it the ring; twice InlineBytes is
 // the default, and a DoublingBytes below InlineBytes counts as
-// InlineBytes (so does a negative one). Results are checked on every mesh kind (over TCP such a
-// doubling does not run inline, where full socket buffers could stall it)
-// and on 3, 4 and 5 ranks, where doubling folds the ranks beyond a power
-// of two.
+// InlineBytes (so does a negative one). Results are checked on every mesh
+// kind (over TCP such a doubling does not run inline, where full socket
+// buffers could stall it) and on 3, 4 and 5 ranks, where doubling folds
+// the ranks beyond a power of two.
 func TestDoublingBytes(t *testing.T) {
 	for _, c := range []struct {
 		inline, doubling int
@@ -33,16 +33,8 @@ func TestDoublingBytes(t *testing.T) {
 		{256, -1, 264, false},
 	} {
 		t.Run(fmt.Sprintf("inline=%d/doubling=%d/bytes=%d", c.inline, c.doubling, c.bytes), func(t *testing.T) {
-			ts := meshtest.Mem(t, 4)
-			counted := &countingTransport{Transport: ts[0], peer: 2}
-			ts[0] = counted
-			cs := make([]*collective.Comm, 4)
-			for r, tr := range ts {
-				cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64, InlineBytes: c.inline, DoublingBytes: c.doubling})
-				defer cs[r].Close()
-			}
-			allreduceCase(t, cs, kernels.F64, kernels.Sum, c.bytes/8)
-			if doubled := counted.sends.Load() > 0; doubled != c.doubles {
+			o := collective.Options{SegmentBytes: 64, InlineBytes: c.inline, DoublingBytes: c.doubling}
+			if doubled := sendsToRank2(t, 4, o, c.bytes); doubled != c.doubles {
 				t.Errorf("rank 0 sent to rank 2: %v, want %v (doubling)", doubled, c.doubles)
 			}
 		})
@@ -69,10 +61,9 @@ func TestDoublingBytes(t *testing.T) {
 // power of two ranks above 2 beyond DoublingBytes and up to HalvingBytes
 // runs halving-doubling (on 4 ranks rank 0 sends to rank 2, which the ring
 // never does), beyond it the ring, and without it (or with a negative
-// value) never; on 3 ranks never
-// (rank 0 would send to rank 2 in the fold's hand-back, but the ring's
-// rank 0 sends only to rank 1). Results are checked on every mesh kind on
-// 3, 4, 5 and 8 ranks.
+// value) never; on 3 ranks never (rank 0 would send to rank 2 in the
+// fold's hand-back, but the ring's rank 0 sends only to rank 1). Results
+// are checked on every mesh kind on 3, 4, 5 and 8 ranks.
 func TestHalvingBytes(t *testing.T) {
 	for _, c := range []struct {
 		halving, bytes int // float64
@@ -80,16 +71,8 @@ func TestHalvingBytes(t *testing.T) {
 		halves         bool
 	}{{0, 2000, 4, false}, {4096, 2000, 4, true}, {4096, 4096, 4, true}, {4096, 4104, 4, false}, {4096, 2000, 3, false}, {-1, 2000, 4, false}} {
 		t.Run(fmt.Sprintf("halving=%d/bytes=%d/n=%d", c.halving, c.bytes, c.n), func(t *testing.T) {
-			ts := meshtest.Mem(t, c.n)
-			counted := &countingTransport{Transport: ts[0], peer: 2}
-			ts[0] = counted
-			cs := make([]*collective.Comm, c.n)
-			for r, tr := range ts {
-				cs[r] = collective.NewComm(tr, collective.Options{SegmentBytes: 64, InlineBytes: 256, HalvingBytes: c.halving})
-				defer cs[r].Close()
-			}
-			allreduceCase(t, cs, kernels.F64, kernels.Sum, c.bytes/8)
-			if halved := counted.sends.Load() > 0; halved != c.halves {
+			o := collective.Options{SegmentBytes: 64, InlineBytes: 256, HalvingBytes: c.halving}
+			if halved := sendsToRank2(t, c.n, o, c.bytes); halved != c.halves {
 				t.Errorf("rank 0 sent to rank 2: %v, want %v (halving-doubling)", halved, c.halves)
 			}
 		})
@@ -120,4 +103,21 @@ func TestDoublingExchangeLargeOverTCP(t *testing.T) {
 			allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
 		}
 	}
+}
+
+// sendsToRank2 all-reduces bytes of float64 on n ranks in memory with
+// options o, checks the result, and reports whether rank 0 sent anything
+// to rank 2 (the ring's rank 0 sends only to rank 1).
+func sendsToRank2(t *testing.T, n int, o collective.Options, bytes int) bool {
+	t.Helper()
+	ts := meshtest.Mem(t, n)
+	counted := &countingTransport{Transport: ts[0], peer: 2}
+	ts[0] = counted
+	cs := make([]*collective.Comm, n)
+	for r, tr := range ts {
+		cs[r] = collective.NewComm(tr, o)
+		defer cs[r].Close()
+	}
+	allreduceCase(t, cs, kernels.F64, kernels.Sum, bytes/8)
+	return counted.sends.Load() > 0
 }

@@ -221,7 +221,7 @@ func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
 			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
 		}
 	}
-	if n := c.Size(); count*esz <= c.opts.HalvingBytes && n > 2 && n&(n-1) == 0 {
+	if n := c.Size(); count*esz <= c.opts.HalvingBytes && n > 2 && powerOfTwo(n) {
 		return planKey{alg: algAllreduceHalving, count: count, esz: esz}, func() []Step {
 			return HalvingDoublingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
 		}

@@ -13,9 +13,9 @@ package jobenv
 // against 41.7k with 1 at np 2, and 33.3k against 28.9k at np 4, while
 // examples/allreduce_bench at np 4 ran small all-reduces faster with 1
 // (4 KiB in 7.8 µs against 22.6), most of which went once polls stopped
-// handing goroutines between threads (see shm.ShareEvery: 10.8 µs against
-// 8.9 with 1). An earlier build measured the opposite
-// for mnist at np 2 (31.9k with 1 against 25.8k with 2), before
+// handing goroutines between threads (see ShareEvery in tcptransport's
+// shmring: 10.8 µs against 8.9 with 1). An earlier build measured the
+// opposite for mnist at np 2 (31.9k with 1 against 25.8k with 2), before
 // shared-memory writers and TCP receives learned to poll.
 func GoMaxProcs(share, cpus int) int {
 	return max(share, min(2, cpus))

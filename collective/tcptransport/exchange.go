@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/frame"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
 // exchangeWait bounds how long an Exchange that waits for both of its
@@ -138,7 +139,7 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 				idle = now
 			}
 			if now.Sub(idle) < spin {
-				shareTurn(x.rl.r.share, &shared, now)
+				shmring.ShareTurn(x.rl.r.share, &shared, now)
 				continue
 			}
 		}

@@ -4,12 +4,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
 
-	"github.com/gorovod/gorovod/collective/tcptransport/shm"
+	"github.com/gorovod/gorovod/collective/tcptransport/internal/shmring"
 )
 
 // inbound reads the byte stream of one receiving lane.
@@ -33,7 +32,7 @@ type inbound struct {
 	r, w int           // buf[r:w] is read from the socket, not yet consumed
 	spin time.Duration // polling budget of one read; 0: never poll
 	// share is the least time between two looks of a poll that let the
-	// process's other goroutines run (see shm.ShareEvery).
+	// process's other goroutines run (see shmring.ShareEvery).
 	share time.Duration
 
 	// The read in progress, shared with the RawConn callbacks, which are
@@ -50,7 +49,7 @@ type inbound struct {
 // newInbound reads nc through a read buffer of bufSize bytes (none if not
 // positive), letting reads that may poll do so for spin.
 func newInbound(nc *net.TCPConn, bufSize int, spin time.Duration) *inbound {
-	in := &inbound{spin: spin, share: shm.ShareEvery()}
+	in := &inbound{spin: spin, share: shmring.ShareEvery()}
 	if bufSize > 0 {
 		in.buf = make([]byte, bufSize)
 	}
@@ -133,28 +132,8 @@ func (in *inbound) poll() (done bool, err error) {
 		} else if now.Sub(start) >= in.spin {
 			return false, nil
 		}
-		shareTurn(in.share, &shared, now)
+		shmring.ShareTurn(in.share, &shared, now)
 	}
-}
-
-// shareTurn lets the process's other goroutines run (runtime.Gosched)
-// unless they last had a turn, at *last, less than share ago; a poll
-// calls it between looks. With one processor share is 0 and every look
-// yields: the goroutine that will let the peer go on may need this one's
-// processor. With more, a Gosched while a processor is idle hands the
-// goroutine to another thread, which costs more than a look (see
-// shm.ShareEvery). Two ranks on emulated hosts (internal/testlab, no rate
-// limit, GOMAXPROCS=2), medians of three interleaved launches, every look
-// against every 20 µs: 64 KiB all-reduce 38.3 against 25.8 µs, 256 KiB
-// 95.2 against 68.3, 1 MiB 620 against 518, 4 MiB 2065 against 1716; 4
-// KiB 14.4 against 16.3, within its launches' spread (10.5-14.9 against
-// 14.8-20.2).
-func shareTurn(share time.Duration, last *time.Time, now time.Time) {
-	if share > 0 && now.Sub(*last) < share {
-		return
-	}
-	*last = now
-	runtime.Gosched()
 }
 
 // result turns the outcome of the last readv into an error.

@@ -3,7 +3,6 @@ package shm
 import (
 	"io"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,29 +93,6 @@ type Link struct {
 // before it sleeps, when ranks outnumber this host's processors.
 const yieldFor = 50 * time.Microsecond
 
-// shareEvery is how often a poll lets the process's other goroutines run
-// when the process has more than one processor (GOMAXPROCS): with an idle
-// processor, runtime.Gosched wakes another thread to run the goroutine
-// (and puts this one to sleep), a hand-off between threads per look that
-// cost more than the look. With one processor, Gosched costs little and
-// is how the goroutine that will let the peer go on gets to run, so the
-// poll calls it at every look. Four ranks on the 2-CPU test VM,
-// GOMAXPROCS=2, medians of five interleaved launches, every look against
-// every 20 µs: 4 KiB all-reduce 27.5 against 10.8 µs, 64 KiB 70.2 against
-// 26.2; 1 to 16 MiB within 6% either way (GOMAXPROCS=1: 8.9 and 24.6 µs).
-const shareEvery = 20 * time.Microsecond
-
-// ShareEvery is the least time between two looks of a poll that let the
-// process's other goroutines run (runtime.Gosched): shareEvery with more
-// than one processor, 0 (every look) with one. Sockets' polls follow it
-// too (see package tcptransport, inbound).
-func ShareEvery() time.Duration {
-	if runtime.GOMAXPROCS(0) > 1 {
-		return shareEvery
-	}
-	return 0
-}
-
 // NewLink carries c's frames through rings; idle is c's inbound socket,
 // which the watcher reads for the peer's close. Whatever a frame's size,
 // recv polls an empty ring before it sleeps in futex(2), unlike a socket
@@ -142,7 +118,7 @@ func NewLink(c Conn, idle io.Reader, rings *Rings, spin, quick time.Duration) *L
 	if spin <= 0 {
 		l.poll = shmring.Poll{Spin: yieldFor, Yield: true, Quick: quick}
 	}
-	l.poll.Share = ShareEvery()
+	l.poll.Share = shmring.ShareEvery()
 	l.foldFn = l.fold.add
 	return l
 }

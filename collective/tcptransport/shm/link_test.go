@@ -107,7 +107,7 @@ func shake(s0, s1 *side, setup Setup) (*Rings, *Rings) {
 // Send on the unmapped rings returns that failure; both links then end.
 // It runs with one processor, where the polls let the process's other
 // goroutines run at every look, and with two, where they do so at most
-// every shareEvery.
+// every shmring.ShareEvery().
 func TestLinkAlone(t *testing.T) {
 	for _, procs := range []int{1, 2} {
 		for _, spin := range []time.Duration{0, time.Hour} {
@@ -131,8 +131,8 @@ func linkAlone(t *testing.T, spin time.Duration) {
 	}{{s0, r0}, {s1, r1}} {
 		p.s.link = NewLink(p.s, p.s.in, p.r, spin, 0)
 		go p.s.link.Watch()
-		if want := shareEvery * time.Duration(min(runtime.GOMAXPROCS(0)-1, 1)); p.s.link.poll.Share != want || ShareEvery() != want {
-			t.Errorf("with GOMAXPROCS %d the polls share every %v, want %v", runtime.GOMAXPROCS(0), p.s.link.poll.Share, want)
+		if got := p.s.link.poll.Share; got != shmring.ShareEvery() || (got == 0) != (runtime.GOMAXPROCS(0) == 1) {
+			t.Errorf("with GOMAXPROCS %d the polls share every %v, want shmring.ShareEvery(): 0 with one processor only", runtime.GOMAXPROCS(0), got)
 		}
 	}
 	defer func() {
