@@ -151,7 +151,10 @@
 // or while few polls paid) kept ranks parking and made the median 4 KiB
 // all-reduce up to twice as slow. The budget is long for the same reason
 // (see spinBudget). Close, a peer's failure and a cancelled context end a
-// poll as promptly as a parked read.
+// poll as promptly as a parked read. A rank that never polls (more ranks
+// than processors, no shared memory) makes its readv and writev raw system
+// calls, which do not wake the Go scheduler's monitor thread after every
+// park (see tuning.rawIO).
 //
 // # Congestion control
 //

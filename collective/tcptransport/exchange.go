@@ -350,7 +350,7 @@ func (l *tcpLink) writeOrPark(fd uintptr) bool {
 
 // writev runs one writev(2) of the pieces in l.wiov, retrying on EINTR.
 func (l *tcpLink) writev(fd uintptr) {
-	l.wn, l.werrno = vectorIO(syscall.SYS_WRITEV, fd, &l.wiov[0], len(l.wiov))
+	l.wn, l.werrno = vectorIO(syscall.SYS_WRITEV, fd, &l.wiov[0], len(l.wiov), l.r.raw)
 }
 
 // readSome puts bytes of the stream into p, which must not be empty: what

@@ -31,6 +31,9 @@ type inbound struct {
 	buf  []byte        // the read buffer; empty for none
 	r, w int           // buf[r:w] is read from the socket, not yet consumed
 	spin time.Duration // polling budget of one read; 0: never poll
+	// raw makes the non-blocking readv (and the link's writev) raw system
+	// calls, which the Go scheduler does not see (see tuning.rawIO).
+	raw bool
 	// share is the least time between two looks of a poll that let the
 	// process's other goroutines run (see shmring.ShareEvery).
 	share time.Duration
@@ -47,9 +50,10 @@ type inbound struct {
 }
 
 // newInbound reads nc through a read buffer of bufSize bytes (none if not
-// positive), letting reads that may poll do so for spin.
-func newInbound(nc *net.TCPConn, bufSize int, spin time.Duration) *inbound {
-	in := &inbound{spin: spin, share: shmring.ShareEvery()}
+// positive), letting reads that may poll do so for spin; raw makes its
+// system calls raw (see tuning.rawIO).
+func newInbound(nc *net.TCPConn, bufSize int, spin time.Duration, raw bool) *inbound {
+	in := &inbound{spin: spin, raw: raw, share: shmring.ShareEvery()}
 	if bufSize > 0 {
 		in.buf = make([]byte, bufSize)
 	}
@@ -163,15 +167,22 @@ func (in *inbound) readOrPark(fd uintptr) bool {
 
 // readv runs one readv(2) of the pieces in in.iov, retrying on EINTR.
 func (in *inbound) readv(fd uintptr) {
-	in.n, in.errno = vectorIO(syscall.SYS_READV, fd, &in.iov[0], in.niov)
+	in.n, in.errno = vectorIO(syscall.SYS_READV, fd, &in.iov[0], in.niov, in.raw)
 }
 
 // vectorIO runs the readv(2) or writev(2) trap on fd with the n pieces
 // from iov, retrying on EINTR: the bytes moved, or 0 and the errno
-// (EAGAIN when a non-blocking socket has nothing or no room).
-func vectorIO(trap, fd uintptr, iov *syscall.Iovec, n int) (int, error) {
+// (EAGAIN when a non-blocking socket has nothing or no room). raw runs it
+// as a raw system call (see tuning.rawIO).
+func vectorIO(trap, fd uintptr, iov *syscall.Iovec, n int, raw bool) (int, error) {
 	for {
-		r, _, e := syscall.Syscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(n))
+		var r uintptr
+		var e syscall.Errno
+		if raw {
+			r, _, e = syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(n))
+		} else {
+			r, _, e = syscall.Syscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(n))
+		}
 		switch e {
 		case 0:
 			return int(r), nil

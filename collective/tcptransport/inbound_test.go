@@ -1,8 +1,11 @@
 package tcptransport
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -110,6 +113,56 @@ func TestPollFallsBackToParking(t *testing.T) {
 		p := make([]byte, 4)
 		if err := m[1].Conn(0).Recv(t.Context(), collective.Tag{Seq: seq}, p); err != nil || string(p) != "late" {
 			t.Fatalf("Recv = %q, %v; want \"late\"", p, err)
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRawIOOnlyWhereRanksPark: a rank's TCP links make raw readv and
+// writev calls only where it waits for every message by parking (its TCP
+// reads never poll and it has no shared-memory links); elsewhere they go
+// through the scheduler. Frames still travel both ways on raw links (the
+// conformance suite's "tcp/spin=off" runs every operation on them).
+func TestRawIOOnlyWhereRanksPark(t *testing.T) {
+	cpus := runtime.NumCPU()
+	over := make([]string, cpus+1) // more ranks on this host than processors: TCP never polls
+	for i := range over {
+		over[i] = fmt.Sprintf("10.0.0.1:%d", 7000+i)
+	}
+	if tun := (tuning{}).normalize(0, over); !tun.parksOnly(true) || tun.parksOnly(false) {
+		t.Errorf("more ranks than processors: parks only %v over TCP, %v with shared memory; want true, false", tun.parksOnly(true), tun.parksOnly(false))
+	}
+	if tun := (tuning{spin: time.Hour}).normalize(0, over); tun.parksOnly(true) {
+		t.Error("a rank whose TCP reads poll parks only")
+	}
+	for _, c := range []struct {
+		spin time.Duration
+		raw  bool
+	}{{-1, true}, {time.Hour, false}} {
+		m := meshTuned(t, 3, Config{NoSharedMemory: true}, tuning{spin: c.spin})
+		for r, tr := range m {
+			for p := range m {
+				if p == r {
+					continue
+				}
+				l, ok := tr.(*transport).slots[p].formed.Load().link.(*tcpLink)
+				if !ok || l.r.raw != c.raw {
+					t.Fatalf("spin %v: rank %d's link to %d is %T, raw %v; want a TCP link, raw %v", c.spin, r, p, l, ok && l.r.raw, c.raw)
+				}
+			}
+		}
+		// A large frame each way, which takes many readv and writev calls.
+		big := make([]byte, 8<<20)
+		for i := range big {
+			big[i] = byte(i * 7)
+		}
+		got := make([]byte, len(big))
+		sent := make(chan error, 1)
+		go func() { sent <- m[0].Conn(2).Send(t.Context(), tag11, big) }()
+		if err := m[2].Conn(0).Recv(t.Context(), tag11, got); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("spin %v: Recv of 8 MiB: %v, equal %v", c.spin, err, bytes.Equal(got, big))
 		}
 		if err := <-sent; err != nil {
 			t.Fatal(err)

@@ -52,6 +52,7 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 		return nil, err
 	}
 	tun = tun.normalize(cfg.Rank, cfg.Addrs)
+	tun.rawIO = tun.parksOnly(cfg.NoSharedMemory)
 	tun.log = cfg.Logger
 	tun.crossCongestion, tun.congestionWarned = cfg.Congestion, new(atomic.Bool)
 	guard, err := auth.NewGuard(cfg.Secret, cfg.TLS)

@@ -59,12 +59,13 @@ type tcpLink struct {
 // newTCPLink carries c's frames over its sockets, or over the TLS sessions
 // on them (see secureLanes). readBuf > 0 puts a read buffer of that size
 // in front of the receiving socket (see recvBuffer); spin > 0 lets small
-// receives poll that long (see inbound).
-func newTCPLink(c *conn, readBuf int, spin time.Duration) *tcpLink {
+// receives poll that long (see inbound); raw makes its readv and writev
+// raw system calls (see tuning.rawIO).
+func newTCPLink(c *conn, readBuf int, spin time.Duration, raw bool) *tcpLink {
 	if c.out.tls != nil {
 		return &tcpLink{c: c, sec: newSecureLanes(c.out, c.in, spin)}
 	}
-	l := &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin)}
+	l := &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin, raw)}
 	l.wrc, l.wrcErr = l.out.SyscallConn()
 	l.writeFn, l.writeParkFn = l.writeOnce, l.writeOrPark
 	return l
