@@ -95,12 +95,12 @@ func (x call) adasum(ctx context.Context, dt kernels.DType, buf []byte, counts [
 	if err := x.scale(dt, buf, pre); err != nil {
 		return err
 	}
-	var err error
-	if dt == kernels.F32 {
-		err = runAdasum(ctx, x, kernels.FromBytes[float32](buf), counts)
-	} else {
-		err = runAdasum(ctx, x, kernels.FromBytes[float64](buf), counts)
-	}
+	err := x.c.bound(x.seq, func() error {
+		if dt == kernels.F32 {
+			return runAdasum(ctx, x, kernels.FromBytes[float32](buf), counts)
+		}
+		return runAdasum(ctx, x, kernels.FromBytes[float64](buf), counts)
+	})
 	if err != nil {
 		x.c.fail(err)
 		return x.c.Err()
@@ -305,6 +305,7 @@ func (x call) opError(step uint32, peer int, err error) error {
 }
 
 func (x call) send(ctx context.Context, peer int, step uint32, p []byte) error {
+	x.c.waiting(peer)
 	if err := x.c.t.Conn(peer).Send(ctx, Tag{Seq: x.seq, Step: step}, p); err != nil {
 		return x.opError(step, peer, err)
 	}
@@ -312,6 +313,7 @@ func (x call) send(ctx context.Context, peer int, step uint32, p []byte) error {
 }
 
 func (x call) receive(ctx context.Context, peer int, step uint32, p []byte) error {
+	x.c.waiting(peer)
 	if err := x.c.t.Conn(peer).Recv(ctx, Tag{Seq: x.seq, Step: step}, p); err != nil {
 		return x.opError(step, peer, err)
 	}

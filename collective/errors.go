@@ -3,6 +3,8 @@ package collective
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 )
 
 // Sentinel errors of package collective and its transports. Returned errors
@@ -20,6 +22,10 @@ var (
 	ErrTimeout = errors.New("collective: timeout")
 	// ErrInvalid: an argument is out of range (bad count, root, dtype, ...).
 	ErrInvalid = errors.New("collective: invalid argument")
+	// ErrOpTimeout: an operation ran past Options.OpTimeout (an
+	// *OpTimeoutError, which wraps ErrTimeout too and names the peer the
+	// operation waited for).
+	ErrOpTimeout = errors.New("collective: no answer within the op timeout")
 )
 
 // OpError describes a failed collective operation: which operation, at which
@@ -47,3 +53,34 @@ func (e *OpError) Error() string {
 
 // Unwrap returns the underlying cause.
 func (e *OpError) Unwrap() error { return e.Err }
+
+// OpTimeoutError fails a Comm whose operation ran past Options.OpTimeout:
+// it names the operation and the peer it last began to send to or receive
+// from, which is the one that did not answer unless that peer was itself
+// waiting for another. It wraps ErrOpTimeout and ErrTimeout.
+type OpTimeoutError struct {
+	Limit time.Duration // Options.OpTimeout
+	Rank  int           // the rank whose operation it was
+	Seq   uint64        // the operation's number on the Comm
+	Peer  int           // the peer it waited for (-1 if none yet)
+	Host  string        // the peer's address, if known
+	op    atomic.Pointer[OpError]
+}
+
+func (e *OpTimeoutError) Error() string {
+	if oe := e.op.Load(); oe != nil { // the operation's own account of its step
+		return fmt.Sprintf("%v (%v): collective: %s #%d step %d on rank %d with peer %d%s", ErrOpTimeout, e.Limit, oe.Op, oe.Seq, oe.Step, oe.Rank, oe.Peer, hostSuffix(oe.Host))
+	}
+	return fmt.Sprintf("%v (%v): operation #%d on rank %d waiting for peer %d%s", ErrOpTimeout, e.Limit, e.Seq, e.Rank, e.Peer, hostSuffix(e.Host))
+}
+
+// Unwrap returns ErrOpTimeout and ErrTimeout.
+func (e *OpTimeoutError) Unwrap() []error { return []error{ErrOpTimeout, ErrTimeout} }
+
+// hostSuffix is " (host)", or "" for no host.
+func hostSuffix(host string) string {
+	if host == "" {
+		return ""
+	}
+	return " (" + host + ")"
+}

@@ -24,6 +24,7 @@ type run struct {
 	esz    int
 	reduce kernels.ReduceFunc
 	fail   func(error) // records the first failure and closes the transport
+	c      *Comm       // the Comm running it, told which peer each step waits for (Comm.waiting)
 
 	sent, recvd progress
 	stop        chan struct{}
@@ -95,6 +96,7 @@ func (r *run) opError(i, peer int, err error) error {
 // Rendezvous), which only the pipelined executor's sender may.
 func (r *run) send(ctx context.Context, i int, wait bool) error {
 	st := r.p.steps[i]
+	r.c.waiting(st.SendTo)
 	c, tag := r.t.Conn(st.SendTo), Tag{Seq: r.seq, Step: r.p.sendTag[i]}
 	var err error
 	if rv, ok := c.(Rendezvous); ok && wait && !r.inParts(st.Send) {
@@ -129,6 +131,7 @@ func (r *run) sendParts(ctx context.Context, c Conn, tag Tag, s Segment) error {
 
 func (r *run) recv(ctx context.Context, i int, into []byte) error {
 	st := r.p.steps[i]
+	r.c.waiting(st.RecvFrom)
 	err := r.t.Conn(st.RecvFrom).Recv(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, into)
 	if err != nil {
 		return r.opError(i, st.RecvFrom, err)
@@ -154,6 +157,7 @@ func (r *run) onArrival(i int) ReduceReceiver {
 // as it arrives.
 func (r *run) recvReduce(ctx context.Context, i int, rr ReduceReceiver) error {
 	st := r.p.steps[i]
+	r.c.waiting(st.RecvFrom)
 	if err := rr.RecvReduce(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, r.bytes(st.Recv), r.esz, r.reduce); err != nil {
 		return r.opError(i, st.RecvFrom, err)
 	}
@@ -172,6 +176,7 @@ func (r *run) recvCopy(ctx context.Context, i int) error {
 	if len(ps) == 1 {
 		return r.recv(ctx, i, ps[0])
 	}
+	r.c.waiting(st.RecvFrom)
 	c, tag := r.t.Conn(st.RecvFrom), Tag{Seq: r.seq, Step: r.p.recvTag[i]}
 	var err error
 	if v, ok := c.(Vectored); ok {
@@ -293,6 +298,7 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 		} else {
 			r.recvPs = r.segPieces(st.Recv, r.recvPs)
 		}
+		r.c.waiting(st.RecvFrom)
 		sendErr, recvErr := ex.Exchange(ctx, tag, r.sendPs, r.t.Conn(st.RecvFrom), rtag, r.recvPs, arrived)
 		if recvErr == nil && st.Combine == Reduce && done < len(tmp) {
 			r.reduceRange(seg, done, len(tmp), tmp) // only for an Exchange that does not report every arrival

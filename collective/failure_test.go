@@ -3,6 +3,7 @@ package collective_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -249,5 +250,74 @@ func TestSendFailureBlamedOverItsClosing(t *testing.T) {
 	}
 	if errs[1] == nil {
 		t.Fatal("rank 1 finished without error")
+	}
+}
+
+// TestOpTimeoutNamesSilentPeer: a rank that neither calls nor goes away
+// (a stopped process keeps its links) holds the others' operations up only
+// until Options.OpTimeout: they fail between it and 9/8 of it (plus a
+// loaded machine's slack) with an *OpTimeoutError, which wraps
+// ErrOpTimeout and ErrTimeout and names the peer waited for, or, on a rank
+// whose peer failed so first, ErrPeerGone. Rank 0 waits for the silent rank 1
+// in both layouts (2 ranks; 3, where rank 2 folds into rank 0), on every
+// kind of transport; a Comm without the option is unaffected (the rest of
+// this package).
+func TestOpTimeoutNamesSilentPeer(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	for _, kind := range meshtest.Kinds() {
+		for _, n := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/n=%d", kind.Name, n), func(t *testing.T) {
+				cs := meshtest.Comms(t, kind.Make, n, collective.Options{OpTimeout: limit})
+				if got := cs[0].OpTimeout(); got != limit {
+					t.Fatalf("OpTimeout() = %v, want %v", got, limit)
+				}
+				// A first all-reduce with everyone: operations that end
+				// in time are not touched.
+				onAll(t, cs, 10*time.Second, func(r int, c *collective.Comm) error {
+					return collective.Allreduce(context.Background(), c, []float32{1}, kernels.Sum, collective.ReduceOptions{})
+				})
+				errs := make([]error, n)
+				took := make([]time.Duration, n)
+				onAll(t, cs, 20*time.Second, func(r int, c *collective.Comm) error {
+					if r == 1 {
+						return nil // silent: never calls, never closes
+					}
+					start := time.Now()
+					errs[r] = collective.Allreduce(context.Background(), c, make([]float32, 1000), kernels.Sum, collective.ReduceOptions{})
+					took[r] = time.Since(start)
+					return nil
+				})
+				for r, err := range errs {
+					if r == 1 {
+						continue
+					}
+					if err == nil {
+						t.Fatalf("rank %d: the all-reduce succeeded without rank 1", r)
+					}
+					if took[r] > limit*9/8+5*time.Second {
+						t.Errorf("rank %d failed %v after it began, far past the op timeout %v", r, took[r], limit)
+					}
+					if errors.Is(err, collective.ErrPeerGone) && r != 0 {
+						continue
+					}
+					if !errors.Is(err, collective.ErrOpTimeout) || !errors.Is(err, collective.ErrTimeout) {
+						t.Fatalf("rank %d: %v; want ErrOpTimeout and ErrTimeout", r, err)
+					}
+					if took[r] < limit {
+						t.Errorf("rank %d timed out %v after it began, before the op timeout %v", r, took[r], limit)
+					}
+					var te *collective.OpTimeoutError
+					if !errors.As(err, &te) || te.Peer < 0 || te.Peer == r || te.Rank != r || te.Limit != limit {
+						t.Fatalf("rank %d: %v (%+v) names no peer it waited for, or not this rank or limit", r, err, te)
+					}
+					if r == 0 && te.Peer != 1 {
+						t.Errorf("rank 0 names peer %d, want the silent rank 1: %v", te.Peer, err)
+					}
+				}
+				if err := collective.Allreduce(context.Background(), cs[0], []float32{1}, kernels.Sum, collective.ReduceOptions{}); !errors.Is(err, collective.ErrOpTimeout) {
+					t.Errorf("after the timeout, rank 0's next call: %v; want the Comm failed by it", err)
+				}
+			})
+		}
 	}
 }

@@ -33,6 +33,9 @@ const reportTimeout = 250 * time.Millisecond
 //   - a communicator failing because ranks did not answer a negotiation
 //     within the op timeout or stall shutdown time (*engine.NoAnswerError),
 //     as the Comm closes the transport: jobenv.SilentBecause, naming them;
+//   - a communicator failing because an operation a program ran on it
+//     directly waited for a peer past the op timeout
+//     (collective.ErrOpTimeout): jobenv.SilentBecause, naming that peer;
 //   - an engine that a peer's shutdown stopped while operations were in
 //     flight, as Shutdown closes the transport: jobenv.PeerShutdown.
 //
@@ -107,6 +110,9 @@ func (t *blameTransport) peerCause() string {
 			silent[i] = t.job(p)
 		}
 		return jobenv.SilentBecause(silent, na.Limit) // ranks that stopped answering
+	}
+	if te, ok := errors.AsType[*collective.OpTimeoutError](err); ok && te.Peer >= 0 {
+		return jobenv.SilentBecause([]int{t.job(te.Peer)}, te.Limit) // a peer a Comm operation waited for in vain
 	}
 	if !errors.Is(err, collective.ErrPeerGone) {
 		return ""

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/hvd/hvdtest"
@@ -143,6 +144,34 @@ func TestReportSilentPeer(t *testing.T) {
 	v, ok := reported(srv, 0) // read as soon as the error is out
 	if na, isNA := errors.AsType[*engine.NoAnswerError](err); !isNA || !slices.Equal(na.Silent, []int{1}) {
 		t.Fatalf("rank 0: Allreduce = %v, want a NoAnswerError naming rank 1", err)
+	}
+	if want := jobenv.SilentBecause([]int{1}, opTimeout); !ok || v != want {
+		t.Errorf("rank 0 reported %q (present %v), want %q", v, ok, want)
+	}
+}
+
+// TestReportSilentPeerOnComm: the same, with rank 0 all-reducing on the
+// runtime's communicator itself (Runtime.Comm, bounded by the op timeout
+// as the engine is): its call fails with a *collective.OpTimeoutError
+// naming rank 1, and by then rank 0 has reported
+// jobenv.SilentBecause([1], the timeout).
+func TestReportSilentPeerOnComm(t *testing.T) {
+	const opTimeout = 300 * time.Millisecond
+	rts, srv := gorunJob(t, 2, func(cfg *hvd.Config) { cfg.OpTimeout = opTimeout })
+	comm := rts[0].Comm()
+	if got := comm.OpTimeout(); got != opTimeout {
+		t.Fatalf("the runtime's Comm has op timeout %v, want the job's %v", got, opTimeout)
+	}
+	start := time.Now()
+	err := collective.Allreduce(context.Background(), comm, make([]float32, 10), kernels.Sum, collective.ReduceOptions{})
+	took := time.Since(start)
+	v, ok := reported(srv, 0) // read as soon as the error is out
+	te, isTE := errors.AsType[*collective.OpTimeoutError](err)
+	if !isTE || te.Peer != 1 || te.Limit != opTimeout {
+		t.Fatalf("rank 0: Allreduce = %v, want an OpTimeoutError naming rank 1 after %v", err, opTimeout)
+	}
+	if took < opTimeout {
+		t.Errorf("failed %v after the call, before the op timeout %v", took, opTimeout)
 	}
 	if want := jobenv.SilentBecause([]int{1}, opTimeout); !ok || v != want {
 		t.Errorf("rank 0 reported %q (present %v), want %q", v, ok, want)

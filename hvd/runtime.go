@@ -304,7 +304,11 @@ func (r *Runtime) Shutdown() error {
 // that drive collectives directly. It first waits until the engine is
 // idle: no named operation in flight on any rank and no rank joined. Calls
 // on it bypass the engine: make them in the same order on every rank, and
-// submit no named operation until they have returned.
+// submit no named operation until they have returned. Each of its
+// operations is bounded by the job's op timeout (collective.Options.OpTimeout,
+// gorun --op-timeout), as the engine's are: one that waits past it for a
+// rank that stopped answering fails with a *collective.OpTimeoutError, and
+// under gorun the rank it waited for is named.
 func (r *Runtime) Comm() *collective.Comm {
 	r.engine.Quiesce(context.Background())
 	return r.comm
@@ -312,9 +316,14 @@ func (r *Runtime) Comm() *collective.Comm {
 
 // commOptions completes the communicator's options from the job: the
 // host of every rank (unless opts names them), which the hierarchical
-// algorithms follow, the hierarchical switch of the knobs, and the
-// halving-doubling all-reduce where every link is TCP (see halvingBytes).
+// algorithms follow, the hierarchical switch of the knobs, the
+// halving-doubling all-reduce where every link is TCP (see halvingBytes),
+// and the op timeout, which bounds the operations that programs run on
+// Comm directly as the engine bounds its own.
 func (r *Runtime) commOptions(opts collective.Options) collective.Options {
+	if opts.OpTimeout == 0 {
+		opts.OpTimeout = r.env.OpTimeout
+	}
 	if opts.Hosts == nil && len(r.hostOf) == r.env.Size {
 		opts.Hosts = hostIndexes(r.hostOf)
 	}

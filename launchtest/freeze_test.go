@@ -22,23 +22,27 @@ const endedWithin = 30 * time.Second
 // their op timeout (or stall shutdown time) of 2 s and fail; gorun ends
 // the job, frozen rank included, and its summary names the frozen rank as
 // not answering, reported by the others, and never a survivor; over shared
-// memory and over TCP.
+// memory and over TCP, with the steps negotiated by the engine or run on
+// the runtime's communicator directly (via comm: Options.OpTimeout).
 func TestFrozenRankNamed(t *testing.T) {
 	for _, tc := range []struct {
 		np, frozen int
 		args       []string
+		via        string
 	}{
-		{2, 1, []string{"--op-timeout", "2s"}},
-		{2, 1, []string{"--op-timeout", "2s", "--no-shared-memory"}},
-		{3, 1, []string{"--op-timeout", "2s"}},
-		{3, 1, []string{"--op-timeout", "2s", "--no-shared-memory"}},
-		{3, 2, []string{"--stall-check-time", "1s", "--stall-shutdown-time", "2s"}},
+		{2, 1, []string{"--op-timeout", "2s"}, ""},
+		{2, 1, []string{"--op-timeout", "2s", "--no-shared-memory"}, ""},
+		{3, 1, []string{"--op-timeout", "2s"}, ""},
+		{3, 1, []string{"--op-timeout", "2s", "--no-shared-memory"}, ""},
+		{3, 2, []string{"--stall-check-time", "1s", "--stall-shutdown-time", "2s"}, ""},
+		{3, 1, []string{"--op-timeout", "2s"}, "comm"},
+		{4, 2, []string{"--op-timeout", "2s", "--no-shared-memory"}, "comm"},
 	} {
-		t.Run(fmt.Sprintf("np %d rank %d %s", tc.np, tc.frozen, strings.Join(tc.args, " ")), func(t *testing.T) {
+		t.Run(fmt.Sprintf("np %d rank %d %s via %s", tc.np, tc.frozen, strings.Join(tc.args, " "), tc.via), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), frozenWithin)
 			defer cancel()
 			argv := append(append([]string{bin(t, "gorun"), "-np", fmt.Sprint(tc.np)}, tc.args...), bin(t, "freezerank"))
-			env := []string{fmt.Sprintf("FREEZE_RANK=%d", tc.frozen), "FREEZE_STEP=3"}
+			env := []string{fmt.Sprintf("FREEZE_RANK=%d", tc.frozen), "FREEZE_STEP=3", "FREEZE_VIA=" + tc.via}
 			start := time.Now()
 			r := run(t, command(ctx, env, argv...))
 			took := time.Since(start)

@@ -3,7 +3,10 @@
 // step, and the rank named in FREEZE_RANK stops itself with SIGSTOP before
 // step FREEZE_STEP (default 3), as a rank stuck in a debugger, swapped out
 // or frozen by a cgroup would. The other ranks then wait for it until
-// their op timeout (or stall shutdown time) and fail.
+// their op timeout (or stall shutdown time) and fail. With FREEZE_VIA=comm
+// the steps are all-reduces on the runtime's communicator itself
+// (Runtime.Comm), not negotiated by the engine, as a benchmark or a tool
+// runs them.
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/hvd"
 	"github.com/gorovod/gorovod/kernels"
 )
@@ -44,6 +48,10 @@ func run() error {
 		return err
 	}
 	defer hvd.Shutdown()
+	var comm *collective.Comm
+	if os.Getenv("FREEZE_VIA") == "comm" {
+		comm = hvd.Default().Comm()
+	}
 	for step := range steps {
 		if step == at && hvd.Rank() == freeze {
 			fmt.Printf("rank %d stops itself at step %d\n", hvd.Rank(), step)
@@ -54,15 +62,29 @@ func run() error {
 			// kill returns: go no further meanwhile.
 			time.Sleep(time.Minute)
 		}
-		x := hvd.NewTensor("x", []float32{float32(hvd.Rank() + 1)})
-		if err := hvd.Allreduce(ctx, x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
+		got, err := allreduce(ctx, comm, float32(hvd.Rank()+1))
+		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
-		n := hvd.Size()
-		if got := hvd.Values[float32](x)[0]; got != float32(n*(n+1)/2) {
+		if n := hvd.Size(); got != float32(n*(n+1)/2) {
 			return fmt.Errorf("step %d: sum %v, want %v", step, got, n*(n+1)/2)
 		}
 
 	}
 	return nil
+}
+
+// allreduce sums v over the ranks: through the engine, or with comm on the
+// communicator directly.
+func allreduce(ctx context.Context, comm *collective.Comm, v float32) (float32, error) {
+	if comm != nil {
+		buf := []float32{v}
+		err := collective.Allreduce(ctx, comm, buf, kernels.Sum, collective.ReduceOptions{})
+		return buf[0], err
+	}
+	x := hvd.NewTensor("x", []float32{v})
+	if err := hvd.Allreduce(ctx, x, kernels.Sum, hvd.ReduceOptions{}); err != nil {
+		return 0, err
+	}
+	return hvd.Values[float32](x)[0], nil
 }
