@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,8 +22,14 @@ import (
 var ErrDiscovery = errors.New("runner: host discovery")
 
 // discoveryTimeout bounds one run of the discovery script, from its start
-// until it has exited and closed its output (a variable for the tests).
-var discoveryTimeout = 10 * time.Second
+// until it has exited and closed its output, in nanoseconds: 10 s. It is
+// a variable for the tests, and atomic because a test that changes it may
+// run while the discoverer of another test's job still runs the script.
+var discoveryTimeout = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(10 * time.Second))
+	return &d
+}()
 
 // maxDiscoveryOutput bounds what one run of the discovery script may print
 // on its standard output; it is killed when it prints more.
@@ -59,7 +66,7 @@ func DiscoverHosts(ctx context.Context, script string, slotsPerHost int) ([]Host
 // close its output within discoveryTimeout, it printed more than maxDiscoveryOutput,
 // or ctx ended. The group is killed before runDiscovery returns.
 func runDiscovery(ctx context.Context, script string) (stdout, stderr string, err error) {
-	bound := discoveryTimeout
+	bound := time.Duration(discoveryTimeout.Load())
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return "", "", err

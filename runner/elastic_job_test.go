@@ -267,9 +267,10 @@ func TestDiscoveryChildOfASuccessfulRun(t *testing.T) {
 // run with an error saying so, and its child is killed; one that prints
 // more than 1 MiB fails at once naming the limit, while 1 MiB is fine.
 func TestDiscoveryBounded(t *testing.T) {
-	old := discoveryTimeout
-	discoveryTimeout = time.Second
-	t.Cleanup(func() { discoveryTimeout = old })
+	const bound = time.Second
+	old := discoveryTimeout.Load()
+	discoveryTimeout.Store(int64(bound))
+	t.Cleanup(func() { discoveryTimeout.Store(old) })
 	dir := t.TempDir()
 	for _, c := range []struct{ name, body, want string }{
 		{"hangs", "echo a:1\nsleep 100 &\necho $! >" + dir + "/hangs.pid\nwait\n",
@@ -284,20 +285,21 @@ func TestDiscoveryBounded(t *testing.T) {
 			if !errors.Is(err, ErrDiscovery) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one saying %q", err, c.want)
 			}
-			if took < discoveryTimeout || took > discoveryTimeout+4*time.Second {
-				t.Errorf("it took %v, want the bound %v (and a little)", took, discoveryTimeout)
+			if took < bound || took > bound+4*time.Second {
+				t.Errorf("it took %v, want the bound %v (and a little)", took, bound)
 			}
 			mustBeGone(t, pidOf(t, filepath.Join(dir, c.name+".pid")))
 		})
 	}
-	discoveryTimeout = 30 * time.Second // the limit, not the bound, must stop it
+	const longBound = 30 * time.Second
+	discoveryTimeout.Store(int64(longBound)) // the limit, not the bound, must stop it
 	start := time.Now()
 	_, err := DiscoverHosts(context.Background(), writeScript(t, dir, "floods", "yes a:1\n"), 1)
 	if want := "it printed more than 1048576 bytes (1 MiB), the limit of its output"; !errors.Is(err, ErrDiscovery) || !strings.Contains(err.Error(), want) {
 		t.Errorf("flood: %v, want an error saying %q", err, want)
 	}
-	if took := time.Since(start); took >= discoveryTimeout {
-		t.Errorf("flood: took %v, want it stopped at the limit, before the bound %v", took, discoveryTimeout)
+	if took := time.Since(start); took >= longBound {
+		t.Errorf("flood: took %v, want it stopped at the limit, before the bound %v", took, longBound)
 	}
 	hosts, err := DiscoverHosts(context.Background(), writeScript(t, dir, "full", "yes '#' | head -c 1048576\n"), 1)
 	if err != nil || len(hosts) != 0 {

@@ -63,13 +63,19 @@ func (f *fakeSpawner) Spawn(_ context.Context, s Slot, c Command, stdout, stderr
 }
 
 // waitSpawned waits until n ranks have been started.
+// spawnWait bounds how long waitSpawned waits for each rank: a guard
+// against a hang, generous because an elastic job spawns only after its
+// discovery script (a shell) has run, which on a loaded 2-CPU machine
+// under the race detector took over 5 s once.
+const spawnWait = 30 * time.Second
+
 func (f *fakeSpawner) waitSpawned(n int) {
 	f.t.Helper()
 	for range n {
 		select {
 		case <-f.spawned:
-		case <-time.After(5 * time.Second):
-			f.t.Fatalf("ranks not spawned within 5s")
+		case <-time.After(spawnWait):
+			f.t.Fatalf("ranks not spawned within %v", spawnWait)
 		}
 	}
 }
