@@ -62,7 +62,7 @@ func benchAllreduce(b *testing.B, mk meshtest.Func) {
 // this bare process, against 990 and 1100 with the timer left out; a
 // rank under package hvd has timers pending anyway (separate processes
 // through examples/allreduce_bench, 8 interleaved launches each: 4 KiB
-// 1.1 against 1.1 µs at n = 2, 9.2 against 10.1 at n = 4).
+// 1.1 against 1.1 µs at n = 2, 10.1 against 9.2 at n = 4).
 func BenchmarkOpTimeout(b *testing.B) {
 	for _, limit := range []time.Duration{0, 10 * time.Minute} {
 		b.Run(fmt.Sprintf("limit=%v", limit), func(b *testing.B) {

@@ -257,17 +257,15 @@ func (c *Comm) bound(seq uint64, op func() error) error {
 	if !c.opWatch.End(seq) {
 		return err
 	}
-	cause := c.Err() // set by expire before it closed the transport (unless a failure came first)
-	if te, ok := cause.(*OpTimeoutError); ok && te.Seq == seq {
-		var oe *OpError
-		if errors.As(err, &oe) {
-			te.op.CompareAndSwap(nil, oe)
-		}
+	// Expired: expire sets the cause (unless a failure came first) before
+	// it closes the transport, and may still be on its way to it.
+	cause := c.Err()
+	for ; cause == nil; cause = c.Err() {
+		runtime.Gosched()
 	}
-	if cause == nil { // expire is running: it sets the cause first
-		for cause = c.Err(); cause == nil; cause = c.Err() {
-			runtime.Gosched()
-		}
+	var oe *OpError
+	if te, ok := cause.(*OpTimeoutError); ok && te.Seq == seq && errors.As(err, &oe) {
+		te.op.CompareAndSwap(nil, oe)
 	}
 	return cause
 }
@@ -386,7 +384,7 @@ func (c *Comm) scratchBuffers(n, size int) [][]byte {
 // execute runs plan p on bufs, inline when small, pipelined otherwise, and
 // fails the communicator on error.
 func (c *Comm) execute(ctx context.Context, r *run, total int) error {
-	r.t, r.fail, r.c = c.t, c.fail, c
+	r.c = c
 	err := c.bound(r.seq, func() error {
 		if total <= c.opts.InlineBytes || !r.p.overlapped && c.buffers(r.p, r.esz) {
 			c.runs[0]++

@@ -40,7 +40,11 @@ type OpError struct {
 	Err  error
 }
 
-func (e *OpError) Error() string {
+func (e *OpError) Error() string { return e.where() + ": " + e.Err.Error() }
+
+// where names the operation, the step, the rank and the peer (and its
+// host): what Error says before the cause.
+func (e *OpError) where() string {
 	s := fmt.Sprintf("collective: %s #%d step %d on rank %d", e.Op, e.Seq, e.Step, e.Rank)
 	if e.Peer >= 0 {
 		s += fmt.Sprintf(" with peer %d", e.Peer)
@@ -48,7 +52,7 @@ func (e *OpError) Error() string {
 			s += " (" + e.Host + ")"
 		}
 	}
-	return s + ": " + e.Err.Error()
+	return s
 }
 
 // Unwrap returns the underlying cause.
@@ -68,19 +72,12 @@ type OpTimeoutError struct {
 }
 
 func (e *OpTimeoutError) Error() string {
-	if oe := e.op.Load(); oe != nil { // the operation's own account of its step
-		return fmt.Sprintf("%v (%v): collective: %s #%d step %d on rank %d with peer %d%s", ErrOpTimeout, e.Limit, oe.Op, oe.Seq, oe.Step, oe.Rank, oe.Peer, hostSuffix(oe.Host))
+	where := e.op.Load() // the operation's own account of its step
+	if where == nil {
+		where = &OpError{Op: "operation", Seq: e.Seq, Step: -1, Rank: e.Rank, Peer: e.Peer, Host: e.Host}
 	}
-	return fmt.Sprintf("%v (%v): operation #%d on rank %d waiting for peer %d%s", ErrOpTimeout, e.Limit, e.Seq, e.Rank, e.Peer, hostSuffix(e.Host))
+	return fmt.Sprintf("%v (%v): %s", ErrOpTimeout, e.Limit, where.where())
 }
 
 // Unwrap returns ErrOpTimeout and ErrTimeout.
 func (e *OpTimeoutError) Unwrap() []error { return []error{ErrOpTimeout, ErrTimeout} }
-
-// hostSuffix is " (host)", or "" for no host.
-func hostSuffix(host string) string {
-	if host == "" {
-		return ""
-	}
-	return " (" + host + ")"
-}

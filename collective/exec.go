@@ -15,7 +15,6 @@ const scratchSlots = 4
 
 // run is one execution of a plan over a transport.
 type run struct {
-	t      Transport
 	p      *plan
 	op     string
 	seq    uint64
@@ -23,8 +22,7 @@ type run struct {
 	vec    *vector // BufMain in parts (AllreduceVec), or nil: bufs[BufMain]
 	esz    int
 	reduce kernels.ReduceFunc
-	fail   func(error) // records the first failure and closes the transport
-	c      *Comm       // the Comm running it, told which peer each step waits for (Comm.waiting)
+	c      *Comm // the Comm running it: its transport, its failure, told which peer each step waits for (Comm.waiting)
 
 	sent, recvd progress
 	stop        chan struct{}
@@ -81,7 +79,7 @@ func (r *run) reduceInto(s Segment, tmp []byte) {
 // caused.
 func (r *run) abort(err error) {
 	if !errors.Is(err, ErrClosed) {
-		r.fail(err)
+		r.c.fail(err)
 	}
 	r.stopOnce.Do(func() { close(r.stop) })
 	r.sent.abort()
@@ -89,7 +87,7 @@ func (r *run) abort(err error) {
 }
 
 func (r *run) opError(i, peer int, err error) error {
-	return &OpError{Op: r.op, Seq: r.seq, Step: i, Rank: r.t.Rank(), Peer: peer, Host: r.t.Host(peer), Err: err}
+	return &OpError{Op: r.op, Seq: r.seq, Step: i, Rank: r.c.t.Rank(), Peer: peer, Host: r.c.t.Host(peer), Err: err}
 }
 
 // send sends step i's segment; wait lets it wait for the receiver (see
@@ -97,7 +95,7 @@ func (r *run) opError(i, peer int, err error) error {
 func (r *run) send(ctx context.Context, i int, wait bool) error {
 	st := r.p.steps[i]
 	r.c.waiting(st.SendTo)
-	c, tag := r.t.Conn(st.SendTo), Tag{Seq: r.seq, Step: r.p.sendTag[i]}
+	c, tag := r.c.t.Conn(st.SendTo), Tag{Seq: r.seq, Step: r.p.sendTag[i]}
 	var err error
 	if rv, ok := c.(Rendezvous); ok && wait && !r.inParts(st.Send) {
 		err = rv.SendWait(ctx, tag, r.bytes(st.Send))
@@ -132,7 +130,7 @@ func (r *run) sendParts(ctx context.Context, c Conn, tag Tag, s Segment) error {
 func (r *run) recv(ctx context.Context, i int, into []byte) error {
 	st := r.p.steps[i]
 	r.c.waiting(st.RecvFrom)
-	err := r.t.Conn(st.RecvFrom).Recv(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, into)
+	err := r.c.t.Conn(st.RecvFrom).Recv(ctx, Tag{Seq: r.seq, Step: r.p.recvTag[i]}, into)
 	if err != nil {
 		return r.opError(i, st.RecvFrom, err)
 	}
@@ -146,7 +144,7 @@ func (r *run) onArrival(i int) ReduceReceiver {
 	if r.inParts(st.Recv) {
 		return nil
 	}
-	rr, ok := r.t.Conn(st.RecvFrom).(ReduceReceiver)
+	rr, ok := r.c.t.Conn(st.RecvFrom).(ReduceReceiver)
 	if !ok || !rr.ReducesOnArrival() {
 		return nil
 	}
@@ -177,7 +175,7 @@ func (r *run) recvCopy(ctx context.Context, i int) error {
 		return r.recv(ctx, i, ps[0])
 	}
 	r.c.waiting(st.RecvFrom)
-	c, tag := r.t.Conn(st.RecvFrom), Tag{Seq: r.seq, Step: r.p.recvTag[i]}
+	c, tag := r.c.t.Conn(st.RecvFrom), Tag{Seq: r.seq, Step: r.p.recvTag[i]}
 	var err error
 	if v, ok := c.(Vectored); ok {
 		err = v.RecvVec(ctx, tag, ps)
@@ -253,8 +251,8 @@ func (r *run) exchanges() bool {
 		if st.Combine == Copy && st.Send.overlaps(st.Recv) {
 			return false // a receive straight into what is still being sent
 		}
-		ex, ok := r.t.Conn(st.SendTo).(Exchanger)
-		if !ok || !ex.CanExchange(r.t.Conn(st.RecvFrom)) {
+		ex, ok := r.c.t.Conn(st.SendTo).(Exchanger)
+		if !ok || !ex.CanExchange(r.c.t.Conn(st.RecvFrom)) {
 			return false
 		}
 	}
@@ -285,7 +283,7 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 			}
 			continue
 		}
-		ex := r.t.Conn(st.SendTo).(Exchanger)
+		ex := r.c.t.Conn(st.SendTo).(Exchanger)
 		tag, rtag := Tag{Seq: r.seq, Step: r.p.sendTag[i]}, Tag{Seq: r.seq, Step: r.p.recvTag[i]}
 		r.sendPs = r.segPieces(st.Send, r.sendPs)
 		var arrived func(int)
@@ -299,7 +297,7 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 			r.recvPs = r.segPieces(st.Recv, r.recvPs)
 		}
 		r.c.waiting(st.RecvFrom)
-		sendErr, recvErr := ex.Exchange(ctx, tag, r.sendPs, r.t.Conn(st.RecvFrom), rtag, r.recvPs, arrived)
+		sendErr, recvErr := ex.Exchange(ctx, tag, r.sendPs, r.c.t.Conn(st.RecvFrom), rtag, r.recvPs, arrived)
 		if recvErr == nil && st.Combine == Reduce && done < len(tmp) {
 			r.reduceRange(seg, done, len(tmp), tmp) // only for an Exchange that does not report every arrival
 		}

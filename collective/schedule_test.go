@@ -207,12 +207,17 @@ var simSizes = []int{1, 2, 3, 4, 5, 7, 8, 16}
 
 func simCounts(n int) []int { return []int{0, 1, n - 1, n + 1, 2*n + 3, 97} }
 
-func TestRingAllreduceSchedule(t *testing.T) {
+func TestRingAllreduceSchedule(t *testing.T) { simAllreduce(t, RingAllreduce) }
+
+// simAllreduce simulates the all-reduce schedule of every rank for every
+// size, count and segment of the tables above, and checks that every rank
+// ends with the sum.
+func simAllreduce(t *testing.T, schedule func(rank, n, count, seg int) []Step) {
 	for _, n := range simSizes {
 		for _, count := range simCounts(n) {
 			for _, seg := range []int{1, 3, 1000} {
 				t.Run(fmt.Sprintf("n%d/c%d/seg%d", n, count, seg), func(t *testing.T) {
-					s := newSim(t, n, func(r int) []Step { return RingAllreduce(r, n, count, seg) }, own(count))
+					s := newSim(t, n, func(r int) []Step { return schedule(r, n, count, seg) }, own(count))
 					s.run(t)
 					s.checkAllreduced(t, count)
 				})
@@ -381,16 +386,4 @@ func TestRecursiveDoublingSchedule(t *testing.T) {
 	}
 }
 
-func TestHalvingDoublingAllreduceSchedule(t *testing.T) {
-	for _, n := range simSizes {
-		for _, count := range simCounts(n) {
-			for _, seg := range []int{1, 3, 1000} {
-				t.Run(fmt.Sprintf("n%d/c%d/seg%d", n, count, seg), func(t *testing.T) {
-					s := newSim(t, n, func(r int) []Step { return HalvingDoublingAllreduce(r, n, count, seg) }, own(count))
-					s.run(t)
-					s.checkAllreduced(t, count)
-				})
-			}
-		}
-	}
-}
+func TestHalvingDoublingAllreduceSchedule(t *testing.T) { simAllreduce(t, HalvingDoublingAllreduce) }

@@ -40,9 +40,6 @@ func NewWatch(limit time.Duration, expire func(op uint64)) *Watch {
 	return &Watch{limit: limit, expire: expire}
 }
 
-// Limit is the Watch's limit.
-func (w *Watch) Limit() time.Duration { return w.limit }
-
 // Begin starts operation op (a number that differs from the previous
 // operation's; below 2^63).
 func (w *Watch) Begin(op uint64) {
