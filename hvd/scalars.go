@@ -15,10 +15,11 @@ import (
 // Bounds of the scalars a runtime publishes (LogScalars).
 const (
 	// ScalarBuffer is how many points wait for the next send at most;
-	// more are dropped and counted.
-	ScalarBuffer = 8192
+	// more are dropped and counted. It holds what 10,000 calls a second of
+	// 4 scalars log in a ScalarInterval, and the runtime series.
+	ScalarBuffer = rendezvous.MaxMetricPoints
 	// ScalarInterval is how often the buffered points go to gorun (sooner
-	// when the buffer is half full).
+	// when the buffer is three quarters full).
 	ScalarInterval = 250 * time.Millisecond
 	// scalarSendTimeout bounds one send, and so what Shutdown adds for
 	// the last one.
@@ -38,9 +39,11 @@ func LogScalars(step int64, scalars map[string]float64) {
 // keeps them, with this rank's runtime series, for --metrics-dir (and its
 // dashboard). It never blocks and is cheap enough for every step (see
 // BenchmarkLogScalars and BenchmarkLogScalarsInSteps): the values are
-// copied into a buffer of ScalarBuffer points that a goroutine sends
-// every ScalarInterval, or as soon as the buffer is half full, and once
-// more in Shutdown (which then waits at most about a second). Points
+// packed into a buffer of ScalarBuffer points that a goroutine sends
+// every ScalarInterval, or as soon as the buffer is three quarters full,
+// and once more in Shutdown (which then waits at most about a second).
+// A scalar whose name the rendezvous refuses (empty, or longer than
+// rendezvous.MaxKeyLen) is dropped and counted. Points
 // that find the buffer full, whose send fails, or that nobody takes
 // (gorun without --metrics-dir; a job that gorun did not start, whose
 // rank 0 serves the rendezvous) are dropped and counted (DroppedScalars,
@@ -91,19 +94,21 @@ type publisher struct {
 	r       *Runtime
 	rdv     *rendezvous.Client // nil: every point is dropped
 	rank    int
+	epoch   time.Time // the clock of the points (see now)
 	dropped atomic.Int64
 	deaf    atomic.Bool // the server takes no metrics, or there is none
 
 	mu      sync.Mutex
-	buf     []rendezvous.MetricPoint
-	spare   []rendezvous.MetricPoint
-	step    int64     // the latest step logged
-	stepAt  time.Time // when it was first logged
-	logged  bool      // LogScalars was called
-	sentFor int64     // the step of the last runtime series sent
-	prev    sample    // the counters at the last runtime series sent
+	buf     *rendezvous.Batch        // the points, packed as they come
+	spare   *rendezvous.Batch        // the one the last send used
+	rts     []rendezvous.MetricPoint // the runtime series of the last send
+	step    int64                    // the latest step logged
+	stepAt  time.Time                // when it was first logged
+	logged  bool                     // LogScalars was called
+	sentFor int64                    // the step of the last runtime series sent
+	prev    sample                   // the counters at the last runtime series sent
 
-	kick    chan struct{} // a send is due early: the buffer is half full
+	kick    chan struct{} // a send is due early: the buffer is three quarters full
 	stop    chan struct{}
 	done    chan struct{}
 	stopped sync.Once
@@ -120,12 +125,12 @@ type sample struct {
 // newPublisher makes r's publisher; it sends only where r has gorun's
 // rendezvous client, from a goroutine that start runs.
 func newPublisher(r *Runtime) *publisher {
-	p := &publisher{r: r, rdv: r.rdv, rank: r.env.Rank}
+	p := &publisher{r: r, rdv: r.rdv, rank: r.env.Rank, epoch: time.Now()}
 	if p.rdv == nil {
 		p.deaf.Store(true)
 		return p
 	}
-	p.buf, p.kick = make([]rendezvous.MetricPoint, 0, 256), make(chan struct{}, 1)
+	p.buf, p.spare, p.kick = new(rendezvous.Batch), new(rendezvous.Batch), make(chan struct{}, 1)
 	return p
 }
 
@@ -140,7 +145,7 @@ func (p *publisher) attach(c *rendezvous.Client, rank int) {
 	}
 	p.rdv, p.rank = c, rank
 	p.mu.Lock()
-	p.buf, p.kick = make([]rendezvous.MetricPoint, 0, 256), make(chan struct{}, 1)
+	p.buf, p.spare, p.kick = new(rendezvous.Batch), new(rendezvous.Batch), make(chan struct{}, 1)
 	p.mu.Unlock()
 	p.deaf.Store(false)
 	p.start()
@@ -164,7 +169,7 @@ func (p *publisher) log(step int64, scalars map[string]float64) {
 		p.dropped.Add(int64(len(scalars)))
 		return
 	}
-	now := time.Now()
+	now := p.now()
 	t := now.UnixNano()
 	p.mu.Lock()
 	if !p.logged || step != p.step {
@@ -172,13 +177,14 @@ func (p *publisher) log(step int64, scalars map[string]float64) {
 	}
 	n := 0
 	for name, v := range scalars {
-		if len(p.buf) == ScalarBuffer {
+		if p.buf.Len() == ScalarBuffer {
 			break
 		}
-		p.buf = append(p.buf, rendezvous.MetricPoint{Step: step, Time: t, Name: name, Value: v})
-		n++
+		if p.buf.Add(rendezvous.MetricPoint{Step: step, Time: t, Name: name, Value: v}) {
+			n++
+		}
 	}
-	early := len(p.buf) >= ScalarBuffer/2
+	early := p.buf.Len() >= ScalarBuffer*3/4
 	p.mu.Unlock()
 	if n < len(scalars) {
 		p.dropped.Add(int64(len(scalars) - n))
@@ -189,6 +195,14 @@ func (p *publisher) log(step int64, scalars map[string]float64) {
 		default:
 		}
 	}
+}
+
+// now is the time of a point: the wall time at the publisher's start
+// plus the monotonic time since. That is one reading of the clock where
+// time.Now takes two (about 20 ns each on a virtual machine), and points
+// keep their order when the wall clock is set back.
+func (p *publisher) now() time.Time {
+	return p.epoch.Add(time.Since(p.epoch))
 }
 
 // run sends every ScalarInterval until stop.
@@ -223,48 +237,56 @@ func (p *publisher) close(send bool) {
 }
 
 // flush sends the buffered points and, when the step moved on, the
-// runtime series.
+// runtime series, in one call where they fit.
 func (p *publisher) flush() {
 	p.mu.Lock()
 	batch := p.buf
-	p.buf = p.spare[:0]
+	p.buf, p.spare = p.spare, nil
+	p.buf.Reset()
 	cur := sample{at: p.stepAt, step: p.step}
 	due := p.logged && (cur.step != p.sentFor || p.prev.at.IsZero())
 	p.mu.Unlock()
+	var rts []rendezvous.MetricPoint
 	if due {
 		cur.engine, cur.read = p.r.engine.Stats(), time.Now()
-		batch = p.runtimeSeries(batch, cur)
+		rts = p.runtimeSeries(p.rts[:0], cur)
 	}
-	if len(batch) > 0 {
-		if p.deaf.Load() {
-			p.dropped.Add(int64(len(batch)))
-		} else {
-			p.send(batch)
+	if batch.Len()+len(rts) <= rendezvous.MaxMetricPoints {
+		for _, pt := range rts {
+			batch.Add(pt)
 		}
+		rts = rts[:0]
+	}
+	if n := batch.Len(); n > 0 && p.deaf.Load() {
+		p.dropped.Add(int64(n))
+	} else if n > 0 && !p.send(n, func(ctx context.Context) error { return p.rdv.PushBatch(ctx, p.rank, batch) }) {
+		batch = new(rendezvous.Batch) // gorpc may still hold its bytes
+	}
+	if len(rts) > 0 && p.deaf.Load() {
+		p.dropped.Add(int64(len(rts)))
+	} else if len(rts) > 0 {
+		p.send(len(rts), func(ctx context.Context) error { return p.rdv.PushMetrics(ctx, p.rank, rts) })
 	}
 	p.mu.Lock()
-	p.spare = batch[:0]
+	p.spare, p.rts = batch, rts[:0]
 	p.mu.Unlock()
 }
 
-// send sends batch in calls of at most rendezvous.MaxMetricPoints points,
-// counting what fails as dropped.
-func (p *publisher) send(batch []rendezvous.MetricPoint) {
-	for len(batch) > 0 {
-		n := min(len(batch), rendezvous.MaxMetricPoints)
-		ctx, cancel := context.WithTimeout(context.Background(), scalarSendTimeout)
-		err := p.rdv.PushMetrics(ctx, p.rank, batch[:n])
-		cancel()
-		if err != nil {
-			p.dropped.Add(int64(len(batch)))
-			if errors.Is(err, rendezvous.ErrNoMetrics) || errors.Is(err, rendezvous.ErrClosed) {
-				p.deaf.Store(true) // nobody listens: drop at once from now on
-			}
-			p.r.log.Debug("hvd: metrics not sent", "points", len(batch), "err", err)
-			return
-		}
-		batch = batch[n:]
+// send makes one push of n points, bounded by scalarSendTimeout, counts
+// them as dropped if it fails, and reports whether it succeeded.
+func (p *publisher) send(n int, push func(context.Context) error) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), scalarSendTimeout)
+	err := push(ctx)
+	cancel()
+	if err == nil {
+		return true
 	}
+	p.dropped.Add(int64(n))
+	if errors.Is(err, rendezvous.ErrNoMetrics) || errors.Is(err, rendezvous.ErrClosed) {
+		p.deaf.Store(true) // nobody listens: drop at once from now on
+	}
+	p.r.log.Debug("hvd: metrics not sent", "points", n, "err", err)
+	return false
 }
 
 // commShare is the share of span that the engine was busy: busy, the

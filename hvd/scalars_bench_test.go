@@ -11,16 +11,16 @@ import (
 // into a buffer with room (the sending goroutine's work is not in it:
 // it runs every ScalarInterval, off the training goroutine).
 func BenchmarkLogScalars(b *testing.B) {
-	p := &publisher{buf: make([]rendezvous.MetricPoint, 0, ScalarBuffer)}
+	p := &publisher{buf: new(rendezvous.Batch), epoch: time.Now()}
 	m := map[string]float64{"loss": 0.5, "accuracy": 0.9, "lr": 0.01, "samples_per_second": 1e4}
 	var step int64
 	b.ReportAllocs()
 	for b.Loop() {
 		p.log(step, m)
 		step++
-		if len(p.buf) > ScalarBuffer-len(m) {
+		if p.buf.Len() > ScalarBuffer-len(m) {
 			b.StopTimer()
-			p.buf = p.buf[:0]
+			p.buf.Reset()
 			b.StartTimer()
 		}
 	}

@@ -28,8 +28,10 @@ import (
 //
 // The steps go in blocks of about a second, each after a gap of about
 // 0.4 s that is not measured (longer than ScalarInterval, so that the
-// points of a block are sent, received and written before the next block
-// starts), and the blocks in groups of 4: an "on" and an "off" block (in
+// points of a block are sent and received before the next block starts;
+// the lines of metrics.jsonl are written by the Writer's goroutine, at
+// most metrics.LineBudget a second, in every block alike while any wait,
+// so their cost is in neither block of a pair), and the blocks in groups of 4: an "on" and an "off" block (in
 // one order in even groups, the other in odd ones), where "on" calls
 // LogScalars (4 scalars a call) about 10,000 times a second on every rank
 // (2,500 in the last case, 10,000 over the job; after each step, the
@@ -70,7 +72,7 @@ func logScalarsInSteps(b *testing.B, recv string, rate int) {
 	st := receiverStore(b, recv)
 	var onMetrics func(int, []rendezvous.MetricPoint) // "none": the server takes no points, the ranks drop and count them
 	if st != nil {
-		onMetrics = st.AddRankPoints
+		onMetrics = st.AddRankPoints // as gorun's
 	}
 	rts, _ := metricsJob(b, n, onMetrics)
 	ctx := context.Background()
@@ -236,14 +238,17 @@ func median(ds []time.Duration) time.Duration {
 // BenchmarkLogScalarsEndToEnd is the whole cost of one LogScalars call of
 // 4 scalars, from the call to the points taken by what receives them
 // (the buffer, the sending goroutine, packing, the connection, unpacking,
-// and the receiver), in CPU time of the process (cpu-ns/call) as well as
-// wall time: rank 0 of a 2-rank in-process job calls it b.N times at full
-// speed, then waits until every point has arrived. The receiver is the
-// rendezvous server's OnMetrics: "count" only counts the points; "store"
-// is gorun's metrics.Store (as with --dashboard); "store+jsonl" is a Store
-// that writes metrics.jsonl too (as with --metrics-dir). At 10,000 calls
-// a second, a rank and gorun spend 10,000 × cpu-ns/call of CPU a second
-// on its scalars.
+// and the receiver, which also counts them), in CPU time
+// of the process (cpu-ns/call) as well as wall time: rank 0 of a 2-rank
+// in-process job calls it b.N times at full speed, then waits until every
+// point has arrived. The receiver is the rendezvous server's OnMetrics,
+// as gorun's: "count" only counts the points; "store" is gorun's
+// metrics.Store (as with --dashboard); "store+jsonl" is a Store that
+// writes metrics.jsonl too (as with --metrics-dir), whose lines are
+// written after the timing (BenchmarkWriterPoints' lines-ns/point: while
+// gorun runs, its Writer spends at most metrics.LineBudget on them). At
+// 10,000 calls a second, a rank and gorun spend 10,000 × cpu-ns/call of
+// CPU a second on its scalars.
 func BenchmarkLogScalarsEndToEnd(b *testing.B) {
 	for _, recv := range []string{"count", "store", "store+jsonl"} {
 		b.Run("receiver="+recv, func(b *testing.B) {
@@ -251,7 +256,7 @@ func BenchmarkLogScalarsEndToEnd(b *testing.B) {
 			st := receiverStore(b, recv)
 			rts, _ := metricsJob(b, 2, func(rank int, points []rendezvous.MetricPoint) {
 				if st != nil {
-					st.AddRankPoints(rank, points)
+					st.AddRankPoints(rank, points) // as gorun's
 				}
 				n := 0
 				for _, p := range points {
@@ -267,7 +272,7 @@ func BenchmarkLogScalarsEndToEnd(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				rt.LogScalars(int64(i), scalars)
-				if i%1024 == 1023 { // at most a buffer's worth in flight, as a rank that logs 10,000 calls a second has
+				if i%256 == 255 { // at most scalarLag points (and 256 calls) in flight, as a rank that logs 10,000 calls a second has
 					for received.Load()+rt.DroppedScalars() < int64(4*(i+1)-scalarLag) {
 						time.Sleep(100 * time.Microsecond)
 					}
@@ -280,6 +285,9 @@ func BenchmarkLogScalarsEndToEnd(b *testing.B) {
 			cpu := cpuTime() - cpu0
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/call")
 			b.ReportMetric(float64(rt.DroppedScalars()), "dropped")
+			if d := rt.DroppedScalars(); d != 0 {
+				b.Fatalf("%d points dropped: the cost is not that of points received", d)
+			}
 			for _, rt := range rts {
 				rt.Shutdown()
 			}
@@ -287,8 +295,10 @@ func BenchmarkLogScalarsEndToEnd(b *testing.B) {
 	}
 }
 
-// scalarLag is how many points BenchmarkLogScalarsEndToEnd lets wait for a send.
-const scalarLag = 4 * 1024
+// scalarLag is how many points BenchmarkLogScalarsEndToEnd lets wait for
+// a send: as many as the sender keeps before it sends early (three
+// quarters of its buffer), so that the buffer never overflows.
+const scalarLag = hvd.ScalarBuffer * 3 / 4
 
 // cpuTime is the CPU time this process has used, user and system.
 func cpuTime() time.Duration {

@@ -113,6 +113,42 @@ func TestLogScalarsReachTheLauncher(t *testing.T) {
 	}
 }
 
+// TestLogScalarsBadNames: a scalar whose name the rendezvous refuses
+// (empty, or longer than rendezvous.MaxKeyLen) is dropped and counted
+// alone; the other scalars of the same calls arrive.
+func TestLogScalarsBadNames(t *testing.T) {
+	const steps = 50
+	var mu sync.Mutex
+	got := map[string]int{}
+	rts, _ := metricsJob(t, 2, func(rank int, points []rendezvous.MetricPoint) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range points {
+			if rank == 0 {
+				got[p.Name]++
+			}
+		}
+	})
+	rt := rts[0]
+	long := strings.Repeat("x", rendezvous.MaxKeyLen+1)
+	each(t, rts, func(r int, rt *hvd.Runtime) error {
+		for s := range int64(steps) {
+			if r == 0 {
+				rt.LogScalars(s, map[string]float64{"loss": 1, "": 2, long: 3})
+			}
+		}
+		return rt.Shutdown()
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got["loss"] != steps || got[""] != 0 || got[long] != 0 {
+		t.Errorf("got %d loss points (want %d), %d empty names, %d long ones", got["loss"], steps, got[""], got[long])
+	}
+	if d := rt.DroppedScalars(); d != 2*steps {
+		t.Errorf("DroppedScalars %d, want %d", d, 2*steps)
+	}
+}
+
 // TestLogScalarsNeverBlocks: with nobody to take the points (a server
 // without OnMetrics, or no server at all), 100,000 calls return at once
 // and every point is counted as dropped.

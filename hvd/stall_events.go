@@ -2,7 +2,6 @@ package hvd
 
 import (
 	"strings"
-	"time"
 
 	"github.com/gorovod/gorovod/collective/engine"
 	"github.com/gorovod/gorovod/rendezvous"
@@ -34,10 +33,7 @@ func (p *publisher) event(kind, text string) {
 		text = strings.ToValidUTF8(text[:rendezvous.MaxEventText-len("…")], "") + "…"
 	}
 	p.mu.Lock()
-	kept := len(p.buf) < ScalarBuffer
-	if kept {
-		p.buf = append(p.buf, rendezvous.MetricPoint{Step: p.step, Time: time.Now().UnixNano(), Name: kind, Text: text})
-	}
+	kept := p.buf.Len() < ScalarBuffer && p.buf.Add(rendezvous.MetricPoint{Step: p.step, Time: p.now().UnixNano(), Name: kind, Text: text})
 	p.mu.Unlock()
 	if !kept {
 		p.dropped.Add(1)

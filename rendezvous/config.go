@@ -44,8 +44,10 @@ type ServerConfig struct {
 	TLS bool
 	// OnMetrics, if not nil, receives the points that ranks send with
 	// Client.PushMetrics (rank as the client says), on the server's
-	// handler goroutines, concurrently: it must be quick (the slice is
-	// its own to keep). Without it PushMetrics fails with ErrNoMetrics.
+	// handler goroutines, concurrently: it must be quick, and must not
+	// keep the slice past the call (the server reuses it for the next
+	// batch; the points themselves may be copied and kept). Without it
+	// PushMetrics fails with ErrNoMetrics.
 	OnMetrics func(rank int, points []MetricPoint)
 }
 

@@ -65,8 +65,8 @@ func TestPackPoints(t *testing.T) {
 		{Step: -2, Time: 0, Name: "stall", Text: "rank 1: [grad]"},
 		{Step: 1 << 62, Time: -5, Name: "hvd/step", Value: 0, Runtime: true},
 	}
-	b := packPoints(nil, pts)
-	got, err := unpackPoints(b)
+	b := packPoints(pts)
+	got, err := unpackPoints(nil, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,18 +85,18 @@ func TestPackPoints(t *testing.T) {
 			many = append(many, MetricPoint{Step: int64(round), Name: "n" + strconv.Itoa(i), Value: float64(i)})
 		}
 	}
-	if got, err := unpackPoints(packPoints(nil, many)); err != nil || !slices.Equal(got, many) {
+	if got, err := unpackPoints(nil, packPoints(many)); err != nil || !slices.Equal(got, many) {
 		t.Errorf("%d names twice: %v, equal %t", 3*packScan, err, slices.Equal(got, many))
 	}
-	if got, err := unpackPoints(packPoints(nil, nil)); err != nil || len(got) != 0 {
+	if got, err := unpackPoints(nil, packPoints(nil)); err != nil || len(got) != 0 {
 		t.Errorf("no points: %v, %v", got, err)
 	}
 	for n := range len(b) {
-		if _, err := unpackPoints(b[:n]); err == nil {
+		if _, err := unpackPoints(nil, b[:n]); err == nil {
 			t.Errorf("the first %d of %d bytes decoded", n, len(b))
 		}
 	}
-	if _, err := unpackPoints(append(b[:len(b):len(b)], 0)); err == nil {
+	if _, err := unpackPoints(nil, append(b[:len(b):len(b)], 0)); err == nil {
 		t.Error("a trailing byte decoded")
 	}
 	bad := map[string][]byte{
@@ -107,7 +107,7 @@ func TestPackPoints(t *testing.T) {
 		"long text":       binary.AppendUvarint([]byte{1, packNewName | packText, 1, 'x', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, MaxEventText+1),
 	}
 	for what, b := range bad {
-		if _, err := unpackPoints(b); err == nil {
+		if _, err := unpackPoints(nil, b); err == nil {
 			t.Errorf("%s: decoded", what)
 		}
 	}
@@ -142,9 +142,80 @@ func BenchmarkPackPoints(b *testing.B) {
 		pts[i] = MetricPoint{Step: int64(i / 4), Time: int64(1_700_000_000_000_000_000 + i*25_000), Name: names[i%4], Value: float64(i)}
 	}
 	for b.Loop() {
-		if _, err := unpackPoints(packPoints(nil, pts)); err != nil {
+		if _, err := unpackPoints(nil, packPoints(pts)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(pts)), "ns/point")
+}
+
+// TestBatch: a Batch takes valid points up to MaxMetricPoints and refuses
+// the rest without a trace; what it packs decodes to the points it took;
+// after Reset it packs afresh (its names too); PushBatch delivers it and
+// leaves it as it was.
+func TestBatch(t *testing.T) {
+	var b Batch
+	valid := []MetricPoint{
+		{Step: 1, Time: 10, Name: "loss", Value: 0.5},
+		{Step: 1, Time: 10, Name: "hvd/step", Value: 1, Runtime: true},
+		{Step: 2, Time: 5, Name: "loss", Value: 0.25},
+		{Step: 2, Time: 5, Name: "stall", Text: "rank 1 waits"},
+	}
+	invalid := []MetricPoint{{Name: ""}, {Name: strings.Repeat("n", MaxKeyLen+1)}, {Name: "stall", Text: strings.Repeat("t", MaxEventText+1)}}
+	for i, p := range valid {
+		if !b.Add(p) {
+			t.Fatalf("Add(%+v) refused", p)
+		}
+		if b.Add(invalid[i%len(invalid)]) {
+			t.Errorf("Add took the invalid %q (%d bytes of text)", invalid[i%len(invalid)].Name, len(invalid[i%len(invalid)].Text))
+		}
+	}
+	if b.Len() != len(valid) {
+		t.Fatalf("Len %d, want %d", b.Len(), len(valid))
+	}
+	if got, err := unpackPoints(nil, b.Bytes()); err != nil || !slices.Equal(got, valid) {
+		t.Fatalf("unpacked %+v, %v; want %+v", got, err, valid)
+	}
+	b.Reset()
+	if b.Len() != 0 {
+		t.Fatalf("Len %d after Reset", b.Len())
+	}
+	// The names packed before Reset are new again; the count takes its
+	// two bytes at MaxMetricPoints too.
+	full := make([]MetricPoint, MaxMetricPoints)
+	for i := range full {
+		full[i] = MetricPoint{Step: int64(i / 2), Time: int64(1e18) + int64(i), Name: [2]string{"hvd/step", "acc"}[i%2], Value: float64(i), Runtime: i%2 == 0}
+		if !b.Add(full[i]) {
+			t.Fatalf("point %d refused", i)
+		}
+	}
+	if b.Add(valid[0]) || b.Len() != MaxMetricPoints {
+		t.Fatalf("a point past MaxMetricPoints taken (Len %d)", b.Len())
+	}
+	if got, err := unpackPoints(nil, b.Bytes()); err != nil || !slices.Equal(got, full) {
+		t.Fatalf("a full batch: %d points, %v", len(got), err)
+	}
+
+	secret := newSecret(t)
+	var mu sync.Mutex
+	var got []MetricPoint
+	srv := startServer(t, ServerConfig{Secret: secret, Size: 2, OnMetrics: func(rank int, points []MetricPoint) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, points...)
+	}})
+	c := dial(t, srv.Addr(), secret)
+	for range 2 {
+		if err := c.PushBatch(ctxFor(t, 10*time.Second), 1, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2*MaxMetricPoints || !slices.Equal(got[:MaxMetricPoints], full) || !slices.Equal(got[MaxMetricPoints:], full) {
+		t.Errorf("the server got %d points, want the batch twice (%d)", len(got), 2*MaxMetricPoints)
+	}
+	if err := c.PushBatch(ctxFor(t, 10*time.Second), -1, &b); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("rank -1: %v", err)
+	}
 }

@@ -206,21 +206,9 @@ func (s *Store) Add(points []Point) {
 			rs = s.rank(p.Rank)
 			last = rs
 		}
-		k := seriesKey{p.Kind, p.Name}
-		sr := rs.series[k]
+		sr := s.seriesFor(rs, seriesKey{p.Kind, p.Name}, now)
 		if sr == nil {
-			if len(rs.series) >= s.cfg.MaxSeries {
-				s.droppedSeries.Add(1)
-				if !rs.warned {
-					rs.warned = true
-					s.eventLocked(Event{Time: now, Rank: p.Rank, Kind: "dropped",
-						Text: "rank " + strconv.Itoa(p.Rank) + " has " + strconv.Itoa(s.cfg.MaxSeries) + " series; points of further names are dropped (first: " + p.Name + ")"})
-				}
-				continue
-			}
-			sr = &series{stride: 1, steps: make([]int64, 0, 16), values: make([]float64, 0, 16)}
-			rs.series[k] = sr
-			rs.order = append(rs.order, k)
+			continue
 		}
 		sr.add(p.Step, p.Value, s.cfg.MaxPoints)
 		if p.Time.IsZero() {
@@ -229,7 +217,7 @@ func (s *Store) Add(points []Point) {
 		if p.Host == "" {
 			p.Host = rs.info.Host
 		}
-		if p.Kind == Runtime && rs.info.apply(p) && !slices.Contains(touched, p.Rank) {
+		if p.Kind == Runtime && rs.info.apply(p.Name, p.Value) && !slices.Contains(touched, p.Rank) {
 			touched = append(touched, p.Rank)
 		}
 		kept = append(kept, p)
@@ -256,26 +244,49 @@ func (s *Store) Add(points []Point) {
 	s.publishLocked(u)
 }
 
-// apply reads a runtime point into the row and reports whether it changed.
-func (ri *RankInfo) apply(p Point) bool {
+// seriesFor returns the series k of rs, creating it, or nil when rs has
+// MaxSeries other series (the point is dropped and counted, and the first
+// time an event says so); s.mu is held.
+func (s *Store) seriesFor(rs *rankState, k seriesKey, now time.Time) *series {
+	if sr := rs.series[k]; sr != nil {
+		return sr
+	}
+	if len(rs.series) >= s.cfg.MaxSeries {
+		s.droppedSeries.Add(1)
+		if !rs.warned {
+			rs.warned = true
+			s.eventLocked(Event{Time: now, Rank: rs.info.Rank, Kind: "dropped",
+				Text: "rank " + strconv.Itoa(rs.info.Rank) + " has " + strconv.Itoa(s.cfg.MaxSeries) + " series; points of further names are dropped (first: " + k.name + ")"})
+		}
+		return nil
+	}
+	sr := &series{stride: 1, steps: make([]int64, 0, 16), values: make([]float64, 0, 16)}
+	rs.series[k] = sr
+	rs.order = append(rs.order, k)
+	return sr
+}
+
+// apply reads the runtime point name = v into the row and reports
+// whether it changed.
+func (ri *RankInfo) apply(name string, v float64) bool {
 	switch {
-	case p.Name == StepName, p.Name == PSGlobalStepName, p.Name == PSServerStepName:
-		ri.Step = int64(p.Value)
-	case p.Name == StepSecondsName, p.Name == PSStepSecondsName:
-		ri.StepSeconds = p.Value
-	case p.Name == CommShareName:
-		ri.CommShare = p.Value
-	case p.Name == DroppedPointsName:
-		ri.Dropped = int64(p.Value)
-	case strings.HasPrefix(p.Name, LinkSentPrefix):
-		peer, err := strconv.Atoi(p.Name[len(LinkSentPrefix):])
+	case name == StepName, name == PSGlobalStepName, name == PSServerStepName:
+		ri.Step = int64(v)
+	case name == StepSecondsName, name == PSStepSecondsName:
+		ri.StepSeconds = v
+	case name == CommShareName:
+		ri.CommShare = v
+	case name == DroppedPointsName:
+		ri.Dropped = int64(v)
+	case strings.HasPrefix(name, LinkSentPrefix):
+		peer, err := strconv.Atoi(name[len(LinkSentPrefix):])
 		if err != nil || peer < 0 {
 			return false
 		}
 		if ri.LinkBytes == nil {
 			ri.LinkBytes = map[int]float64{}
 		}
-		ri.LinkBytes[peer] = p.Value
+		ri.LinkBytes[peer] = v
 	default:
 		return false
 	}

@@ -2,22 +2,45 @@ package metrics
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gorovod/gorovod/rendezvous"
 )
 
 // DefaultWriterLimit bounds a metrics.jsonl file: 1 GiB.
 const DefaultWriterLimit = 1 << 30
 
-// FlushInterval is how often a Writer flushes what it buffered.
+// FlushInterval is how often a Writer writes and flushes the lines of
+// what it took.
 const FlushInterval = time.Second
+
+// LineBudget is the time a Writer spends on lines every FlushInterval at
+// most while it is open (1/400 of one processor; it counts wall time, so
+// on a loaded machine it spends less); what it has no time for waits in
+// its spool, and Close writes it.
+const LineBudget = FlushInterval / 400
+
+// spoolRecord is the most points a spool record holds, so that a Writer
+// keeps to LineBudget to within a record's lines.
+const spoolRecord = 512
+
+// The kinds of spool record.
+const (
+	recPoints = 'P' // a rank, its host, and a rendezvous.Batch of points
+	recLine   = 'L' // a line, as it goes to the file
+)
 
 // Writer writes points and events to a file as JSON lines (metrics.jsonl):
 // a point is a line {"rank":0,"host":"a","step":10,"time":...,
@@ -26,25 +49,53 @@ const FlushInterval = time.Second
 // a field peer ({"rank":0,...,"name":"hvd/link_sent_bytes","peer":1,
 // "value":4096}), as /metrics has it in a label; a value that JSON cannot
 // hold is a string ("NaN", "+Inf", "-Inf"). An event is an Event's JSON
-// inside {"event":{...}}. It buffers, flushes every FlushInterval and
-// on Close, and stops writing, with one warning in the log, before the
-// file would pass its limit. Its methods are safe for concurrent use.
+// inside {"event":{...}}. It stops writing, with one warning in the log,
+// before the file would pass its limit. Its methods are safe for
+// concurrent use.
+//
+// A line costs about 200 ns to format, which gorun cannot afford for
+// every point of ranks that publish tens of thousands a second on
+// processors they keep busy. So WritePoints and WriteEvent only append
+// what they take to a spool, in the encoding of rendezvous.Batch (about
+// 15 bytes a point against about 130 for its line), and every
+// FlushInterval a goroutine writes the spool's lines and flushes them,
+// spending at most LineBudget of processor time; Close writes the rest
+// (the order is kept). A job that publishes up to about 20,000 points a
+// second has its lines in the file within a second; one that publishes
+// more has them, beyond that rate, when gorun ends. The spool is a file
+// in the directory of the file, removed as soon as it is made: if gorun
+// is killed, the lines of the points still in it are lost with it.
 type Writer struct {
 	log   *slog.Logger
 	limit int64
 
-	mu      sync.Mutex
+	mu      sync.Mutex // the spool's side
+	spool   *os.File
+	sw      *bufio.Writer
+	rec     []byte // the record being encoded
+	batch   rendezvous.Batch
+	spooled int64 // the end of the last record given to sw
+	sfull   bool  // the spool reached limit
+	serr    error // the spool's first write error
+	closed  bool
+
+	lmu     sync.Mutex // the lines' side
 	f       *os.File
 	w       *bufio.Writer
-	line    []byte
+	read    int64 // where the next record to write lines for starts
+	sr      *bufio.Reader
+	pts     []rendezvous.MetricPoint
+	line    []byte   // a record's bytes
+	out     []byte   // a point's line
 	times   timeText // the time of the last point line, formatted
 	written int64
 	full    bool  // the limit was reached
 	err     error // the first write error
-	closed  bool
+	done    bool  // Close wrote every line
 
-	stop chan struct{}
-	done chan struct{}
+	budget time.Duration // LineBudget, or a test's
+	stop   chan struct{}
+	ended  chan struct{}
 }
 
 // eventLine is how an event appears in the file.
@@ -56,6 +107,11 @@ type eventLine struct {
 // writes at most limit bytes (0: DefaultWriterLimit). log gets the
 // warning when the limit is reached; nil discards it.
 func NewWriter(path string, limit int64, log *slog.Logger) (*Writer, error) {
+	return newWriter(path, limit, log, LineBudget)
+}
+
+// newWriter is NewWriter spending budget on lines every FlushInterval.
+func newWriter(path string, limit int64, log *slog.Logger, budget time.Duration) (*Writer, error) {
 	if limit <= 0 {
 		limit = DefaultWriterLimit
 	}
@@ -66,56 +122,168 @@ func NewWriter(path string, limit int64, log *slog.Logger) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	spool, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".spool-*")
+	if err == nil {
+		err = os.Remove(spool.Name())
+	}
+	if err != nil {
+		f.Close()
+		if spool != nil {
+			spool.Close()
+		}
+		return nil, fmt.Errorf("metrics: a spool beside %s: %w", path, err)
+	}
 	w := &Writer{log: log, limit: limit, f: f, w: bufio.NewWriterSize(f, 64<<10),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		spool: spool, sw: bufio.NewWriterSize(spool, 64<<10), sr: bufio.NewReaderSize(nil, 64<<10),
+		budget: budget, stop: make(chan struct{}), ended: make(chan struct{})}
 	go w.flusher()
 	return w, nil
 }
 
-// flusher flushes every FlushInterval until Close ("metrics-writer").
+// flusher writes lines and flushes every FlushInterval until Close
+// ("metrics-writer").
 func (w *Writer) flusher() {
-	defer close(w.done)
+	defer close(w.ended)
 	t := time.NewTicker(FlushInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			w.mu.Lock()
-			w.flushLocked()
-			w.mu.Unlock()
+			w.lines(w.budget)
 		case <-w.stop:
 			return
 		}
 	}
 }
 
-// flushLocked flushes the buffer, keeping the first error; w.mu is held.
-func (w *Writer) flushLocked() {
-	if w.closed {
+// lines writes the lines of what the spool holds, for at most budget of
+// processor time (a record's lines at least; 0: no bound), and flushes
+// them.
+func (w *Writer) lines(budget time.Duration) {
+	w.mu.Lock()
+	if !w.closed && w.serr == nil {
+		if err := w.sw.Flush(); err != nil {
+			w.spoolFailed(err)
+		}
+	}
+	end := w.spooled // a record's end, and all before it is in the spool's file
+	w.mu.Unlock()
+
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	if w.done {
 		return
 	}
-	if err := w.w.Flush(); err != nil && w.err == nil {
-		w.err = err
-		w.log.Warn("metrics: cannot write the metrics file; no more metrics go to it", "file", w.f.Name(), "err", err)
+	t0 := time.Now() // wall time: at least the processor time spent
+	w.sr.Reset(io.NewSectionReader(w.spool, w.read, end-w.read))
+	for w.read < end && !w.full && w.err == nil {
+		n, err := w.record()
+		if err != nil { // unreachable: the spool holds what the Writer encoded
+			w.err = err
+			w.log.Warn("metrics: cannot read the metrics spool; no more metrics go to the file", "file", w.f.Name(), "err", err)
+			break
+		}
+		w.read += n
+		if budget > 0 && time.Since(t0) >= budget {
+			break
+		}
 	}
-}
-
-// WritePoints writes one line per point.
-func (w *Writer) WritePoints(points []Point) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i := range points {
-		if !w.writeLocked(&points[i]) {
-			return
+	if w.err == nil {
+		if err := w.w.Flush(); err != nil {
+			w.err = err
+			w.log.Warn("metrics: cannot write the metrics file; no more metrics go to it", "file", w.f.Name(), "err", err)
 		}
 	}
 }
 
-// WriteEvent writes one line for e.
-func (w *Writer) WriteEvent(e Event) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writeLocked(eventLine{e})
+// record writes the lines of the spool's next record and returns its
+// length; w.lmu is held.
+func (w *Writer) record() (int64, error) {
+	kind, err := w.sr.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	n := int64(1)
+	readBytes := func() ([]byte, error) {
+		size, err := binary.ReadUvarint(w.sr)
+		if err != nil {
+			return nil, err
+		}
+		n += int64(uvarintLen(size)) + int64(size)
+		w.line = slices.Grow(w.line[:0], int(size))[:size]
+		_, err = io.ReadFull(w.sr, w.line)
+		return w.line, err
+	}
+	switch kind {
+	case recLine:
+		b, err := readBytes()
+		if err != nil {
+			return 0, err
+		}
+		w.writeLine(b)
+	case recPoints:
+		rank, err := binary.ReadUvarint(w.sr)
+		if err != nil {
+			return 0, err
+		}
+		n += int64(uvarintLen(rank))
+		host, err := readBytes()
+		if err != nil {
+			return 0, err
+		}
+		p := Point{Rank: int(rank), Host: string(host)}
+		packed, err := readBytes()
+		if err != nil {
+			return 0, err
+		}
+		if w.pts, err = rendezvous.ReadBatch(w.pts[:0], packed); err != nil {
+			return 0, err
+		}
+		for _, mp := range w.pts {
+			p.Step, p.Time, p.Name, p.Value, p.Kind = mp.Step, time.Unix(0, mp.Time), mp.Name, mp.Value, Scalar
+			if mp.Runtime {
+				p.Kind = Runtime
+			}
+			w.out = pointJSON(w.out[:0], &p, &w.times)
+			if w.out != nil && !w.writeLine(w.out) {
+				break
+			}
+		}
+		clear(w.pts)
+	default:
+		return 0, fmt.Errorf("a record of kind %d", kind)
+	}
+	return n, nil
+}
+
+// uvarintLen is the bytes of x's uvarint.
+func uvarintLen(x uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], x)
+}
+
+// writeLine writes b and a newline to the file and reports whether the
+// Writer still writes; w.lmu is held.
+func (w *Writer) writeLine(b []byte) bool {
+	if w.full || w.err != nil {
+		return false
+	}
+	if w.written+int64(len(b))+1 > w.limit {
+		w.full = true
+		w.log.Warn("metrics: the metrics file reached its size limit; no more metrics go to it", "file", w.f.Name(), "limit_bytes", w.limit)
+		return false
+	}
+	_, err := w.w.Write(b)
+	if err == nil {
+		err = w.w.WriteByte('\n')
+	}
+	if err != nil {
+		w.err = err
+		w.log.Warn("metrics: cannot write the metrics file; no more metrics go to it", "file", w.f.Name(), "err", err)
+		return false
+	}
+	w.written += int64(len(b)) + 1
+	return true
 }
 
 // pointLine is how a point appears in the file: Peer is set for a
@@ -130,6 +298,19 @@ type pointLine struct {
 	Name  string    `json:"name"`
 	Peer  *int      `json:"peer,omitempty"`
 	Value any       `json:"value"`
+}
+
+// pointJSON appends p's line to b: appendPointLine's, or encoding/json's
+// where appendPointLine declines; nil if neither writes it.
+func pointJSON(b []byte, p *Point, tt *timeText) []byte {
+	if l := appendPointLine(b, p, tt); l != nil {
+		return l
+	}
+	j, err := json.Marshal(line(p))
+	if err != nil {
+		return nil
+	}
+	return append(b, j...)
 }
 
 // line returns p as it appears in the file.
@@ -234,65 +415,172 @@ func appendJSONFloat(b []byte, v float64) []byte {
 	return b
 }
 
-// writeLocked writes v (a *Point or an eventLine) as one line and reports
-// whether the Writer still writes; w.mu is held.
-func (w *Writer) writeLocked(v any) bool {
-	if w.closed || w.full || w.err != nil {
-		return false
-	}
-	var b []byte
-	if p, ok := v.(*Point); ok {
-		if b = appendPointLine(w.line[:0], p, &w.times); b == nil {
-			v = line(p) // a string or time that the quick way does not write
-		} else {
-			v = nil
-		}
-	}
-	if v != nil {
-		j, err := json.Marshal(v)
-		if err != nil {
-			return true
-		}
-		b = append(w.line[:0], j...)
-	}
-	if w.written+int64(len(b))+1 > w.limit {
-		w.full = true
-		w.log.Warn("metrics: the metrics file reached its size limit; no more metrics go to it", "file", w.f.Name(), "limit_bytes", w.limit)
-		return false
-	}
-	w.line = append(b, '\n')
-	if _, err := w.w.Write(w.line); err != nil {
-		w.err = err
-		w.log.Warn("metrics: cannot write the metrics file; no more metrics go to it", "file", w.f.Name(), "err", err)
-		return false
-	}
-	w.written += int64(len(w.line))
-	return true
-}
-
-// Written is how many bytes the Writer has accepted (buffered or written).
-func (w *Writer) Written() int64 {
+// WritePoints takes the points, for lines in this order.
+func (w *Writer) WritePoints(points []Point) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for len(points) > 0 && w.spooling() {
+		n := w.spoolPoints(points)
+		points = points[n:]
+	}
+}
+
+// WriteEvent takes e, for its line after those of the points before it.
+func (w *Writer) WriteEvent(e Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.spooling() {
+		return
+	}
+	if j, err := json.Marshal(eventLine{e}); err == nil {
+		w.spoolLine(j)
+	}
+}
+
+// spooling reports whether the spool takes records; w.mu is held.
+func (w *Writer) spooling() bool { return !w.closed && !w.sfull && w.serr == nil }
+
+// packable reports whether p can go into a spool record of points, which
+// keeps what a rendezvous.MetricPoint has: a scalar or runtime point with
+// a name PushMetrics takes and a time in the local zone (as the points of
+// ranks have) that Unix nanoseconds hold.
+func packable(p *Point) bool {
+	return (p.Kind == Scalar || p.Kind == Runtime) && p.Name != "" && len(p.Name) <= rendezvous.MaxKeyLen &&
+		p.Time.Location() == time.Local && p.Time.Equal(time.Unix(0, p.Time.UnixNano()))
+}
+
+// spoolPoints puts a record of the first points in the spool (those of
+// one rank and host that packable takes, at most spoolRecord; else the
+// first point's line) and returns how many it took; w.mu is held.
+func (w *Writer) spoolPoints(points []Point) int {
+	first := &points[0]
+	if !packable(first) {
+		if b := pointJSON(nil, first, nil); b != nil {
+			w.spoolLine(b)
+		}
+		return 1
+	}
+	w.batch.Reset()
+	n := 0
+	for n < len(points) && n < spoolRecord {
+		p := &points[n]
+		if p.Rank != first.Rank || p.Host != first.Host || !packable(p) {
+			break
+		}
+		w.batch.Add(rendezvous.MetricPoint{Step: p.Step, Time: p.Time.UnixNano(), Name: p.Name, Value: p.Value, Runtime: p.Kind == Runtime})
+		n++
+	}
+	w.spoolBatch(first.Rank, first.Host)
+	return n
+}
+
+// WriteRankPoints takes points of rank on host as they came from it
+// (rendezvous.Server's OnMetrics; no events), for lines in this order, as
+// WritePoints would take their Points (Store.AddRankPoints).
+func (w *Writer) WriteRankPoints(rank int, host string, pts []rendezvous.MetricPoint) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(pts) > 0 && w.spooling() {
+		w.batch.Reset()
+		n := 0
+		for ; n < len(pts) && n < spoolRecord; n++ {
+			w.batch.Add(pts[n]) // valid: the rendezvous took it
+		}
+		w.spoolBatch(rank, host)
+		pts = pts[n:]
+	}
+}
+
+// spoolBatch puts a record of w.batch's points, of rank on host, in the
+// spool; w.mu is held.
+func (w *Writer) spoolBatch(rank int, host string) {
+	w.spoolPacked(rank, host, w.batch.Bytes())
+}
+
+// spoolPacked puts a record of the encoded points, of rank on host, in
+// the spool; w.mu is held.
+func (w *Writer) spoolPacked(rank int, host string, packed []byte) {
+	b := append(w.rec[:0], recPoints)
+	b = binary.AppendUvarint(b, uint64(rank))
+	b = binary.AppendUvarint(b, uint64(len(host)))
+	b = append(b, host...)
+	w.rec = binary.AppendUvarint(b, uint64(len(packed)))
+	w.spoolRecord(w.rec, packed)
+}
+
+// spoolLine puts a record of one line in the spool; w.mu is held.
+func (w *Writer) spoolLine(line []byte) {
+	w.rec = binary.AppendUvarint(append(w.rec[:0], recLine), uint64(len(line)))
+	w.spoolRecord(w.rec, line)
+}
+
+// spoolRecord appends a record, head then body, to the spool, unless the
+// spool would pass the Writer's limit; w.mu is held.
+func (w *Writer) spoolRecord(head, body []byte) {
+	if w.spooled+int64(len(head)+len(body)) > w.limit {
+		w.sfull = true
+		w.log.Warn("metrics: the metrics spool reached the file's size limit; no more metrics go to the file", "file", w.f.Name(), "limit_bytes", w.limit)
+		return
+	}
+	_, err := w.sw.Write(head)
+	if err == nil {
+		_, err = w.sw.Write(body)
+	}
+	if err != nil {
+		w.spoolFailed(err)
+		return
+	}
+	w.spooled += int64(len(head) + len(body))
+}
+
+// spoolFailed stops the spool after err; w.mu is held.
+func (w *Writer) spoolFailed(err error) {
+	if w.serr == nil {
+		w.serr = err
+		w.log.Warn("metrics: cannot write the metrics spool; no more metrics go to the file", "file", w.f.Name(), "err", err)
+	}
+}
+
+// Written is how many bytes of lines the Writer has written (buffered or
+// in the file).
+func (w *Writer) Written() int64 {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
 	return w.written
 }
 
-// Close flushes and closes the file and returns the first error.
+// Close writes the lines of everything taken, closes the file and the
+// spool, and returns the first error. The lines of points that waited in
+// the spool take about 200 ns a point: a few seconds for a file at
+// DefaultWriterLimit.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return nil
 	}
-	w.flushLocked()
+	if w.serr == nil {
+		if err := w.sw.Flush(); err != nil {
+			w.spoolFailed(err)
+		}
+	}
 	w.closed = true
+	serr := w.serr
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.ended
+	w.lines(0)
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	w.done = true
 	err := w.err
+	if err == nil {
+		err = serr
+	}
 	if cerr := w.f.Close(); err == nil && cerr != nil && !errors.Is(cerr, os.ErrClosed) {
 		err = cerr
 	}
-	w.mu.Unlock()
-	close(w.stop)
-	<-w.done
+	w.spool.Close()
 	if err != nil {
 		return fmt.Errorf("metrics: %s: %w", w.f.Name(), err)
 	}
