@@ -175,4 +175,3 @@ func TestWriterSpoolLimit(t *testing.T) {
 		t.Errorf("%d warnings of the spool's limit, want 1:\n%s", c, log.String())
 	}
 }
-
