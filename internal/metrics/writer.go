@@ -60,7 +60,7 @@ const (
 // 15 bytes a point against about 130 for its line), and every
 // FlushInterval a goroutine writes the spool's lines and flushes them,
 // spending at most LineBudget of processor time; Close writes the rest
-// (the order is kept). A job that publishes up to about 20,000 points a
+// (the order is kept). A job that publishes up to about 15,000 points a
 // second has its lines in the file within a second; one that publishes
 // more has them, beyond that rate, when gorun ends. The spool is a file
 // in the directory of the file, removed as soon as it is made: if gorun
