@@ -176,10 +176,7 @@ func (p *publisher) log(step int64, scalars map[string]float64) {
 		p.step, p.stepAt, p.logged = step, now, true
 	}
 	n := 0
-	for name, v := range scalars {
-		if p.buf.Len() == ScalarBuffer {
-			break
-		}
+	for name, v := range scalars { // a full buffer (ScalarBuffer) takes no more
 		if p.buf.Add(rendezvous.MetricPoint{Step: step, Time: t, Name: name, Value: v}) {
 			n++
 		}

@@ -31,7 +31,8 @@ import (
 // points of a block are sent and received before the next block starts;
 // the lines of metrics.jsonl are written by the Writer's goroutine, at
 // most metrics.LineBudget a second, in every block alike while any wait,
-// so their cost is in neither block of a pair), and the blocks in groups of 4: an "on" and an "off" block (in
+// so their cost is in neither block of a pair), and the blocks in groups
+// of 4: an "on" and an "off" block (in
 // one order in even groups, the other in odd ones), where "on" calls
 // LogScalars (4 scalars a call) about 10,000 times a second on every rank
 // (2,500 in the last case, 10,000 over the job; after each step, the

@@ -33,7 +33,7 @@ func (p *publisher) event(kind, text string) {
 		text = strings.ToValidUTF8(text[:rendezvous.MaxEventText-len("…")], "") + "…"
 	}
 	p.mu.Lock()
-	kept := p.buf.Len() < ScalarBuffer && p.buf.Add(rendezvous.MetricPoint{Step: p.step, Time: p.now().UnixNano(), Name: kind, Text: text})
+	kept := p.buf.Add(rendezvous.MetricPoint{Step: p.step, Time: p.now().UnixNano(), Name: kind, Text: text})
 	p.mu.Unlock()
 	if !kept {
 		p.dropped.Add(1)

@@ -31,7 +31,7 @@ type MetricPoint struct {
 }
 
 // metricsReq is PushMetrics' request. Packed holds the points (see
-// packPoints); Points is what clients before Packed sent, still taken.
+// Batch); Points is what clients before Packed sent, still taken.
 type metricsReq struct {
 	Rank   int
 	Points []MetricPoint
@@ -267,15 +267,6 @@ func (c *Client) PushBatch(ctx context.Context, rank int, b *Batch) error {
 	return err
 }
 
-// packPoints encodes points as a Batch does, leaving out invalid ones.
-func packPoints(points []MetricPoint) []byte {
-	var b Batch
-	for _, p := range points {
-		b.Add(p)
-	}
-	return b.Bytes()
-}
-
 // ReadBatch decodes the points of a Batch's Bytes, appending them to dst;
 // it fails on an encoding that is cut, altered or past the limits of
 // PushMetrics.
@@ -283,7 +274,7 @@ func ReadBatch(dst []MetricPoint, data []byte) ([]MetricPoint, error) {
 	return unpackPoints(dst, data)
 }
 
-// unpackPoints decodes what packPoints encoded, within the limits of
+// unpackPoints decodes a Batch's encoding, within the limits of
 // PushMetrics (MaxMetricPoints, MaxKeyLen, MaxEventText), appending the
 // points to dst. On an error, it returns dst with what it appended so far
 // and the error.

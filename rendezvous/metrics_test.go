@@ -54,6 +54,15 @@ func TestPushMetricsWithoutReceiver(t *testing.T) {
 	}
 }
 
+// packPoints encodes points as a Batch does, leaving out invalid ones.
+func packPoints(points []MetricPoint) []byte {
+	var b Batch
+	for _, p := range points {
+		b.Add(p)
+	}
+	return b.Bytes()
+}
+
 // TestPackPoints: points come back as they were packed (names repeated
 // and new, steps and times going back and forth, runtime marks, event
 // texts), and a cut or altered packing is an error, never a panic.
