@@ -3,26 +3,15 @@ package rendezvous
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorovod/gorovod/internal/testutil"
 )
 
-// freeAddr returns a loopback address with nothing listening on it.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func TestDialUnreachable(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	var logs logBuf
 	start := time.Now()
 	_, err := Dial(ctxFor(t, 400*time.Millisecond), addr, newSecret(t), WithLogger(logs.logger()))

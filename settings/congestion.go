@@ -2,10 +2,16 @@ package settings
 
 import "fmt"
 
+// HostCongestion is the value of Knobs.TCPCongestion that keeps each
+// host's default congestion control on the links between hosts, where ""
+// means gorovod's choice (Reno; see package collective/tcptransport). No
+// Linux congestion control has this name.
+const HostCongestion = "host"
+
 // CheckCongestion reports what is wrong with name as the name of a Linux
 // TCP congestion control (Knobs.TCPCongestion): at most 15 of the
-// characters a-z, 0-9 and _; "" (the host's default) is fine. Whether
-// the kernel has it is found out when a link is made.
+// characters a-z, 0-9 and _; "" (gorovod's choice) and HostCongestion are
+// fine. Whether the kernel has it is found out when a link is made.
 func CheckCongestion(name string) error {
 	if len(name) > 15 {
 		return fmt.Errorf("congestion control %q: longer than 15 characters", name)

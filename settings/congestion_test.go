@@ -2,11 +2,12 @@ package settings
 
 import "testing"
 
-// TestCheckCongestion: Linux's congestion control names pass, and so does
-// "" (the host's default); names with other characters or longer than 15
-// fail, through the knob's variable too, which then keeps its value.
+// TestCheckCongestion: Linux's congestion control names pass, and so do
+// "" (gorovod's choice) and HostCongestion; names with other characters
+// or longer than 15 fail, through the knob's variable too, which then
+// keeps its value.
 func TestCheckCongestion(t *testing.T) {
-	for _, ok := range []string{"", "reno", "cubic", "bbr", "dctcp", "highspeed", "bbr2", "abcdefghijklmno"} {
+	for _, ok := range []string{"", HostCongestion, "reno", "cubic", "bbr", "dctcp", "highspeed", "bbr2", "abcdefghijklmno"} {
 		if err := CheckCongestion(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}

@@ -152,8 +152,8 @@ type Knobs struct {
 	// "0,2;1,3" is the sets {0, 2} and {1, 3}; "" is none.
 	ProcessSets string
 	// TCPCongestion names the congestion control of TCP links between
-	// ranks on different hosts (see CheckCongestion); "" keeps each
-	// host's default.
+	// ranks on different hosts (see CheckCongestion); "" is Reno, and
+	// HostCongestion keeps each host's default.
 	TCPCongestion string
 }
 
@@ -240,7 +240,7 @@ func Table() []Knob {
 			Usage: "process sets every rank adds at hvd.Init, as job ranks: sets separated by ';', ranks by ',' (\"0,2;1,3\")",
 			Env:   func(k *Knobs) Value { return processSetsValue{&k.ProcessSets} }},
 		{Flag: "tcp-congestion", Var: "GOROVOD_TCP_CONGESTION",
-			Usage: "congestion control of the TCP links between ranks on different hosts (Linux's name: reno, cubic, bbr, ...); empty keeps each host's default (links on one host use reno)",
+			Usage: "congestion control of the TCP links between ranks on different hosts (Linux's name: reno, cubic, bbr, ...); empty is reno, host keeps each host's default (links on one host always use reno)",
 			Env:   func(k *Knobs) Value { return congestionValue{&k.TCPCongestion} }},
 	}
 }

@@ -88,8 +88,8 @@
 // collective/engine), --autotune-log FILE (every trial as CSV), --tls
 // (the rendezvous and every TCP link between ranks inside TLS 1.3, keyed
 // from the job secret; see README "Security") and --tcp-congestion NAME
-// (the congestion control of TCP links between hosts; default: each
-// host's own).
+// (the congestion control of TCP links between hosts; default: Reno;
+// "host": each host's own).
 // Durations take Go syntax (90s, 1m30s) or seconds.
 //
 // A tuning flag or --start-timeout that is not on the command line takes

@@ -55,8 +55,9 @@ type Config struct {
 	Eager []int
 	// Congestion names the congestion control (Linux TCP_CONGESTION:
 	// "reno", "cubic", "bbr", ...) of links to peers on other hosts; ""
-	// keeps the host's default. Links on this host always run Reno (see
-	// sameHostCongestion). Where the kernel refuses the name (not built,
+	// is Reno (see crossHostCongestion), and settings.HostCongestion
+	// ("host") keeps the host's default. Links on this host always run
+	// Reno (see sameHostCongestion). Where the kernel refuses the name (not built,
 	// or not in net.ipv4.tcp_allowed_congestion_control for a process
 	// without CAP_NET_ADMIN), the link keeps the default and the rank
 	// logs one warning.

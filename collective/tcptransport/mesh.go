@@ -54,7 +54,7 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 	tun = tun.normalize(cfg.Rank, cfg.Addrs)
 	tun.rawIO = tun.parksOnly(cfg.NoSharedMemory)
 	tun.log = cfg.Logger
-	tun.crossCongestion, tun.congestionWarned = cfg.Congestion, new(atomic.Bool)
+	tun.crossCongestion, tun.congestionWarned = crossChoice(cfg.Congestion), new(atomic.Bool)
 	guard, err := auth.NewGuard(cfg.Secret, cfg.TLS)
 	if err != nil {
 		if ln != nil {

@@ -8,39 +8,23 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/gorovod/gorovod/collective"
+	"github.com/gorovod/gorovod/internal/tcpopt"
 	"github.com/gorovod/gorovod/internal/testutil"
+	"github.com/gorovod/gorovod/settings"
 )
 
 // congestionOf returns the congestion control algorithm of c.
 func congestionOf(t *testing.T, c *net.TCPConn) string {
 	t.Helper()
-	rc, err := c.SyscallConn()
+	cc, err := tcpopt.Congestion(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf [16]byte
-	n := uint32(len(buf))
-	var errno syscall.Errno
-	rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, syscall.IPPROTO_TCP, syscall.TCP_CONGESTION,
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
-	})
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	for i, b := range buf[:n] {
-		if b == 0 {
-			n = uint32(i)
-			break
-		}
-	}
-	return string(buf[:n])
+	return cc
 }
 
 // TestSameHostCongestion: every lane of a loopback mesh runs Reno.
@@ -62,8 +46,9 @@ func TestSameHostCongestion(t *testing.T) {
 }
 
 // TestCrossHostCongestion: Config.Congestion sets the congestion control
-// of links to other hosts (every link here counts as one, tuning.allCross)
-// and leaves same-host links on Reno; a name the kernel does not have
+// of links to other hosts (every link here counts as one, tuning.allCross),
+// Reno when unset and the host's default for "host", and leaves same-host
+// links on Reno; a name the kernel does not have
 // leaves the default and is logged once, however many links meet it; an
 // ill-formed name fails Connect with ErrInvalid.
 func TestCrossHostCongestion(t *testing.T) {
@@ -95,6 +80,20 @@ func TestCrossHostCongestion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Unset, links to other hosts run Reno whatever the host's default;
+	// "host" keeps that default.
+	m = meshTuned(t, 2, Config{NoSharedMemory: true}, tuning{allCross: true})
+	lanes(m, func(r, peer int, nc *net.TCPConn) {
+		if got := congestionOf(t, nc); got != crossHostCongestion {
+			t.Errorf("unset: rank %d, peer %d: congestion control %q, want %q", r, peer, got, crossHostCongestion)
+		}
+	})
+	m = meshTuned(t, 2, Config{NoSharedMemory: true, Congestion: settings.HostCongestion}, tuning{allCross: true})
+	lanes(m, func(r, peer int, nc *net.TCPConn) {
+		if got := congestionOf(t, nc); got != strings.TrimSpace(string(def)) {
+			t.Errorf("host: rank %d, peer %d: congestion control %q, want the default %q", r, peer, got, def)
+		}
+	})
 	logs := &testutil.SyncBuffer{}
 	m = meshTuned(t, 3, Config{NoSharedMemory: true, Congestion: "no_such_cc", Logger: slog.New(slog.NewTextHandler(logs, nil))}, tuning{allCross: true})
 	lanes(m, func(r, peer int, nc *net.TCPConn) {

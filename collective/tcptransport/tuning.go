@@ -61,9 +61,10 @@ type tuning struct {
 	// congestion names the congestion control of same-host connections:
 	// empty means sameHostCongestion, "-" the host's default.
 	congestion string
-	// crossCongestion is Config.Congestion: the congestion control of
-	// connections to other hosts, "" for the host's default (set by
-	// connect); congestionWarned says whether a refusal of it was logged.
+	// crossCongestion is the congestion control of connections to other
+	// hosts that Config.Congestion chooses (crossChoice), "" for the
+	// host's default (set by connect); congestionWarned says whether a
+	// refusal of it was logged.
 	crossCongestion  string
 	congestionWarned *atomic.Bool
 	// allCross makes every connection count as one to another host for

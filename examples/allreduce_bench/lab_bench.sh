@@ -21,11 +21,19 @@
 #   PEERS="flat hier auto gloo ompi"   gorovod with --hierarchical-allreduce off / on / auto,
 #                          Gloo, Open MPI (pml ob1, btl tcp,self); "tls" is gorovod flat with
 #                          --tls (every TCP link inside TLS 1.3), not run unless named
-#                          (PEERS="flat tls" measures what TLS costs); "reno" is gorovod flat
-#                          with --tcp-congestion reno (Reno on the links between hosts
-#                          whatever the hosts' default), not run unless named; "alt" is gorovod flat
+#                          (PEERS="flat tls" measures what TLS costs); "host" is gorovod auto
+#                          with --tcp-congestion host (the hosts' default congestion control on
+#                          the links between them, where gorovod's default is Reno), not run unless
+#                          named; "reno" is gorovod flat with --tcp-congestion reno; "alt" is gorovod flat
 #                          with the allreduce_bench binary $ALT_BENCH (another build, for A/B
-#                          pairs against "flat" in the same run), not run unless named
+#                          pairs against "flat" in the same run), not run unless named;
+#                          "tcpxK" (tcpx1, tcpx2, tcpx4, ...) is no library: peers/tcpexchange, both
+#                          hosts writing the same bytes to each other at once over K plain sockets per
+#                          direction, no reduction: the bytes of a two-rank all-reduce moved
+#                          plainly, and whether more sockets move them faster (2x1 layouts only;
+#                          n/a elsewhere), not run unless named
+#   TCPX_CONGESTION=reno   the tcpx peers' congestion control, as gorovod's links between hosts
+#                          by default ("host": the hosts' default)
 #   BENCH_ARGS=            more arguments of every gorovod launch (e.g. "-parts 64": fused
 #                          batches of 64 tensors, as training gradients go)
 #   ALT_BENCH=             the binary of the "alt" peer (go build -o FILE ./examples/allreduce_bench)
@@ -50,6 +58,7 @@ OUT=${OUT:-/tmp/gorovod-lab-bench}
 GLOO_BENCH=${GLOO_BENCH:-$HERE/peers/gloo_allreduce.py}
 BENCH_ARGS=${BENCH_ARGS:-}
 ALT_BENCH=${ALT_BENCH:-}
+TCPX_CONGESTION=${TCPX_CONGESTION:-reno}
 PY=/usr/bin/python3 # Debian's python3-torch is importable by Debian's python only
 
 T0=$(date +%s)
@@ -66,7 +75,8 @@ RAW=$OUT/raw.tsv
 cd "$ROOT" || exit 1
 log "building bin/gorun, bin/allreduce_bench and the lab command"
 go build -o bin/gorun ./cmd/gorun && go build -o bin/allreduce_bench ./examples/allreduce_bench &&
-	go build -o "$LAB" ./internal/testlab/cmd/lab || die "go build failed"
+	go build -o "$LAB" ./internal/testlab/cmd/lab &&
+	go build -o "$OUT/bin/tcpexchange" ./examples/allreduce_bench/peers/tcpexchange || die "go build failed"
 MPICC=$(command -v mpicc.openmpi || command -v mpicc || true)
 MPIRUN=$(command -v mpirun.openmpi || command -v mpirun || true)
 MPI_BENCH=$OUT/bin/mpi_allreduce
@@ -208,6 +218,29 @@ gloo_launch() {
 	return $rc
 }
 
+# tcpx_launch LOG K SIZES: peers/tcpexchange between the first two hosts, K sockets per
+# direction; rank 0's output goes to LOG.
+tcpx_launch() {
+	local logf=$1 k=$2 sizes=$3 r s rc=0 pids=() port=$((20000 + RANDOM % 20000))
+	for r in 0 1; do
+		timeout -k 10 "$RUN_TIMEOUT" "$LAB_SSH" "root@${HOST_ADDRS[r]}" "$OUT/bin/tcpexchange" -rank $r \
+			-addr "${HOST_ADDRS[0]}:$port" -streams "$k" -congestion "$TCPX_CONGESTION" -s "$sizes" -b "$BUDGET" -w "$WARM_BUDGET" \
+			-timeout "${RUN_TIMEOUT}s" >"$logf.rank$r" 2>&1 </dev/null &
+		pids+=($!)
+	done
+	CHILDREN=("${pids[@]}")
+	for r in 0 1; do
+		wait "${pids[r]}"
+		s=$?
+		[ $s != 0 ] && [ $rc = 0 ] && rc=$s
+	done
+	CHILDREN=()
+	cat "$logf.rank0" >"$logf"
+	[ -s "$logf.rank1" ] && sed "s/^/[rank 1] /" "$logf.rank1" >>"$logf"
+	rm -f "$logf".rank*
+	return $rc
+}
+
 # launch PEER HOSTS RANKS_PER_HOST SIZES LOG: one launch of one peer.
 launch() {
 	local peer=$1 nh=$2 per=$3 sizes=$4 logf=$5 n=$(($2 * $3)) hosts= hflag= h
@@ -216,9 +249,10 @@ launch() {
 		hflag+=${hflag:+,}${HOST_ADDRS[h]}:$per
 	done
 	case $peer in
-	flat | hier | auto | tls | alt | reno)
+	flat | hier | auto | tls | alt | reno | host)
 		local mode=off tls=--tls=false bench=$ROOT/bin/allreduce_bench cc=
 		[ "$peer" = reno ] && cc="--tcp-congestion reno"
+		[ "$peer" = host ] && cc="--tcp-congestion host" mode=auto
 		[ "$peer" = hier ] && mode=on
 		[ "$peer" = auto ] && mode=auto
 		[ "$peer" = tls ] && tls=--tls
@@ -243,7 +277,11 @@ launch() {
 			--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$LAB_SUBNET" --mca rtc ^hwloc \
 			"$MPI_BENCH" -l ompi-tcp -s "$sizes" -b "$BUDGET" -w "$WARM_BUDGET"
 		;;
-	*) die "unknown peer $peer (want flat, tls, alt, reno, hier, auto, gloo, ompi)" ;;
+	tcpx[1-9] | tcpx1[0-6])
+		[ "$nh" = 2 ] && [ "$per" = 1 ] || return 127
+		tcpx_launch "$logf" "${peer#tcpx}" "$sizes"
+		;;
+	*) die "unknown peer $peer (want flat, tls, alt, reno, host, hier, auto, gloo, ompi, tcpxK)" ;;
 	esac
 }
 
@@ -302,10 +340,14 @@ summary() {
 		vals[key] = vals[key] " " v; good[key]++; sizes[$1] = sizes[$1] " " $6 }
 	END {
 		np = split(peers, P, " ")
-		no = split((index(" " peers " ", " alt ") ? "flat alt" : "flat") (index(" " peers " ", " reno ") ? " reno" : "") " tls hier auto gloo ompi", order, " ")
+		no = split((index(" " peers " ", " alt ") ? "flat alt" : "flat") (index(" " peers " ", " reno ") ? " reno" : "") (index(" " peers " ", " host ") ? " host" : "") " tls hier auto gloo ompi", order, " ")
 		names["flat"] = "gorovod (flat)"; names["tls"] = "gorovod (flat, --tls)"; names["alt"] = "gorovod (flat, ALT_BENCH)"
-		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"; names["reno"] = "gorovod (flat, --tcp-congestion reno)"
+		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"; names["reno"] = "gorovod (flat, --tcp-congestion reno)"; names["host"] = "gorovod (auto, --tcp-congestion host)"
 		names["gloo"] = "Gloo"; names["ompi"] = "Open MPI TCP"
+		for (i = 1; i <= np; i++) if (P[i] ~ /^tcpx[0-9]+$/) {
+			order[++no] = P[i]; k = substr(P[i], 5)
+			names[P[i]] = "TCP exchange, " k " socket" (k > 1 ? "s" : "") " each way"
+		}
 		hdr = "| layout |"; sep = "|---|"
 		for (i = 1; i <= no; i++) { hdr = hdr " " names[order[i]] " |"; sep = sep "---:|" }
 		print hdr " flat-ring limit |"; print sep "---:|"
