@@ -34,6 +34,10 @@
 #                          n/a elsewhere), not run unless named
 #   TCPX_CONGESTION=reno   the tcpx peers' congestion control, as gorovod's links between hosts
 #                          by default ("host": the hosts' default)
+#                          "iperf3" and "iperf3-reno" are one iperf3 stream from the second host to
+#                          the first for IPERF_SECONDS=4, with the hosts' congestion control or
+#                          Reno (-C reno); a stream has no size, so its rate fills every size's cell
+#                          (2x1 layouts only; needs iperf3), not run unless named
 #   BENCH_ARGS=            more arguments of every gorovod launch (e.g. "-parts 64": fused
 #                          batches of 64 tensors, as training gradients go)
 #   ALT_BENCH=             the binary of the "alt" peer (go build -o FILE ./examples/allreduce_bench)
@@ -59,6 +63,7 @@ GLOO_BENCH=${GLOO_BENCH:-$HERE/peers/gloo_allreduce.py}
 BENCH_ARGS=${BENCH_ARGS:-}
 ALT_BENCH=${ALT_BENCH:-}
 TCPX_CONGESTION=${TCPX_CONGESTION:-reno}
+IPERF_SECONDS=${IPERF_SECONDS:-4}
 PY=/usr/bin/python3 # Debian's python3-torch is importable by Debian's python only
 
 T0=$(date +%s)
@@ -218,6 +223,40 @@ gloo_launch() {
 	return $rc
 }
 
+# iperf_launch LOG PEER SIZES: an iperf3 server on the first host for one test, a client on the
+# second that sends to it for IPERF_SECONDS (retried for up to 10 s while the server is not
+# listening yet; the server is stopped if no client came), and the sender's rate as a RESULT line
+# for every size, time = bytes / rate.
+iperf_launch() {
+	local logf=$1 peer=$2 sizes=$3 cc= port=$((20000 + RANDOM % 20000)) rc=1 try spid rate s
+	[ "$peer" = iperf3-reno ] && cc="-C reno"
+	timeout -k 10 "$RUN_TIMEOUT" "$LAB_SSH" "root@${HOST_ADDRS[0]}" iperf3 -s -1 -p "$port" \
+		>"$logf.server" 2>&1 </dev/null &
+	spid=$!
+	for try in $(seq 1 50); do
+		# shellcheck disable=SC2086 # cc is a word list
+		bounded "$logf.client" "$LAB_SSH" "root@${HOST_ADDRS[1]}" iperf3 -c "${HOST_ADDRS[0]}" -p "$port" \
+			-t "$IPERF_SECONDS" $cc -J
+		rc=$?
+		[ $rc = 0 ] && break
+		grep -q "refused" "$logf.client" || break
+		sleep 0.2
+	done
+	[ $rc = 0 ] || kill "$spid" 2>/dev/null # no client came: the server would wait for one
+	CHILDREN=($spid)
+	wait "$spid"
+	CHILDREN=()
+	[ $rc = 0 ] && rate=$($PY -c 'import json, sys; print(json.load(sys.stdin)["end"]["sum_sent"]["bits_per_second"])' \
+		<"$logf.client") || rc=1
+	cat "$logf.client" "$logf.server" >"$logf" 2>/dev/null
+	rm -f "$logf.client" "$logf.server"
+	[ $rc = 0 ] || return $rc
+	for s in ${sizes//,/ }; do
+		awk -v s="$s" -v r="$rate" -v l="$peer" 'BEGIN { t = s * 8 / r
+			printf "RESULT,%s,2,%d,1,1,%.9f,%.9f,%.9f,%.4f,%.4f,ok\n", l, s, t, t, t, r / 8e9, r / 8e9 }' >>"$logf"
+	done
+}
+
 # tcpx_launch LOG K SIZES: peers/tcpexchange between the first two hosts, K sockets per
 # direction; rank 0's output goes to LOG.
 tcpx_launch() {
@@ -277,11 +316,15 @@ launch() {
 			--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$LAB_SUBNET" --mca rtc ^hwloc \
 			"$MPI_BENCH" -l ompi-tcp -s "$sizes" -b "$BUDGET" -w "$WARM_BUDGET"
 		;;
+	iperf3 | iperf3-reno)
+		[ "$nh" = 2 ] && [ "$per" = 1 ] && command -v iperf3 >/dev/null || return 127
+		iperf_launch "$logf" "$peer" "$sizes"
+		;;
 	tcpx[1-9] | tcpx1[0-6])
 		[ "$nh" = 2 ] && [ "$per" = 1 ] || return 127
 		tcpx_launch "$logf" "${peer#tcpx}" "$sizes"
 		;;
-	*) die "unknown peer $peer (want flat, tls, alt, reno, host, hier, auto, gloo, ompi, tcpxK)" ;;
+	*) die "unknown peer $peer (want flat, tls, alt, reno, host, hier, auto, gloo, ompi, tcpxK, iperf3, iperf3-reno)" ;;
 	esac
 }
 
@@ -344,6 +387,8 @@ summary() {
 		names["flat"] = "gorovod (flat)"; names["tls"] = "gorovod (flat, --tls)"; names["alt"] = "gorovod (flat, ALT_BENCH)"
 		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"; names["reno"] = "gorovod (flat, --tcp-congestion reno)"; names["host"] = "gorovod (auto, --tcp-congestion host)"
 		names["gloo"] = "Gloo"; names["ompi"] = "Open MPI TCP"
+		names["iperf3"] = "iperf3, one stream (host default)"; names["iperf3-reno"] = "iperf3 -C reno, one stream"
+		for (i = 1; i <= np; i++) if (P[i] ~ /^iperf3/) order[++no] = P[i]
 		for (i = 1; i <= np; i++) if (P[i] ~ /^tcpx[0-9]+$/) {
 			order[++no] = P[i]; k = substr(P[i], 5)
 			names[P[i]] = "TCP exchange, " k " socket" (k > 1 ? "s" : "") " each way"
