@@ -24,7 +24,8 @@
 #                          (PEERS="flat tls" measures what TLS costs); "host" is gorovod auto
 #                          with --tcp-congestion host (the hosts' default congestion control on
 #                          the links between them, where gorovod's default is Reno), not run unless
-#                          named; "reno" is gorovod flat with --tcp-congestion reno; "alt" is gorovod flat
+#                          named; "cc-NAME" (cc-bbr, cc-cubic, ...) is gorovod auto with
+#                          --tcp-congestion NAME; "reno" is gorovod flat with --tcp-congestion reno; "alt" is gorovod flat
 #                          with the allreduce_bench binary $ALT_BENCH (another build, for A/B
 #                          pairs against "flat" in the same run), not run unless named;
 #                          "tcpxK" (tcpx1, tcpx2, tcpx4, ...) is no library: peers/tcpexchange, both
@@ -37,7 +38,9 @@
 #                          "iperf3" and "iperf3-reno" are one iperf3 stream from the second host to
 #                          the first for IPERF_SECONDS=4, with the hosts' congestion control or
 #                          Reno (-C reno); a stream has no size, so its rate fills every size's cell
-#                          (2x1 layouts only; needs iperf3), not run unless named
+#                          (2x1 layouts only; needs iperf3), not run unless named; IPERF_ARGS= adds
+#                          arguments (--bidir: a stream each way at once; the cell is the mean of
+#                          the two directions' rates)
 #   BENCH_ARGS=            more arguments of every gorovod launch (e.g. "-parts 64": fused
 #                          batches of 64 tensors, as training gradients go)
 #   ALT_BENCH=             the binary of the "alt" peer (go build -o FILE ./examples/allreduce_bench)
@@ -64,6 +67,7 @@ BENCH_ARGS=${BENCH_ARGS:-}
 ALT_BENCH=${ALT_BENCH:-}
 TCPX_CONGESTION=${TCPX_CONGESTION:-reno}
 IPERF_SECONDS=${IPERF_SECONDS:-4}
+IPERF_ARGS=${IPERF_ARGS:-}
 PY=/usr/bin/python3 # Debian's python3-torch is importable by Debian's python only
 
 T0=$(date +%s)
@@ -225,32 +229,31 @@ gloo_launch() {
 
 # iperf_launch LOG PEER SIZES: an iperf3 server on the first host for one test, a client on the
 # second that sends to it for IPERF_SECONDS (retried for up to 10 s while the server is not
-# listening yet; the server is stopped if no client came), and the sender's rate as a RESULT line
-# for every size, time = bytes / rate.
+# listening yet; the server is stopped if no client came, and gives up IPERF_SECONDS + 30 s after
+# its start), and the sender's rate as a RESULT line for every size, time = bytes / rate.
 iperf_launch() {
-	local logf=$1 peer=$2 sizes=$3 cc= port=$((20000 + RANDOM % 20000)) rc=1 try spid rate s
+	local logf=$1 peer=$2 sizes=$3 cc= port=$((20000 + RANDOM % 20000)) try spid rate= s
 	[ "$peer" = iperf3-reno ] && cc="-C reno"
-	timeout -k 10 "$RUN_TIMEOUT" "$LAB_SSH" "root@${HOST_ADDRS[0]}" iperf3 -s -1 -p "$port" \
+	timeout -k 5 $((IPERF_SECONDS + 30)) "$LAB_SSH" "root@${HOST_ADDRS[0]}" iperf3 -s -1 -p "$port" \
 		>"$logf.server" 2>&1 </dev/null &
 	spid=$!
 	for try in $(seq 1 50); do
-		# shellcheck disable=SC2086 # cc is a word list
+		# shellcheck disable=SC2086 # cc and IPERF_ARGS are word lists
 		bounded "$logf.client" "$LAB_SSH" "root@${HOST_ADDRS[1]}" iperf3 -c "${HOST_ADDRS[0]}" -p "$port" \
-			-t "$IPERF_SECONDS" $cc -J
-		rc=$?
-		[ $rc = 0 ] && break
+			-t "$IPERF_SECONDS" $cc $IPERF_ARGS -J
+		rate=$($PY -c 'import json, sys; e = json.load(sys.stdin)["end"]; r = e["sum_sent"]["bits_per_second"]
+b = e.get("sum_sent_bidir_reverse"); print((r + b["bits_per_second"]) / 2 if b else r)' <"$logf.client" 2>/dev/null) && break
+		rate=
 		grep -q "refused" "$logf.client" || break
 		sleep 0.2
 	done
-	[ $rc = 0 ] || kill "$spid" 2>/dev/null # no client came: the server would wait for one
+	[ -n "$rate" ] || kill "$spid" 2>/dev/null # no client came: the server would wait for one
 	CHILDREN=($spid)
 	wait "$spid"
 	CHILDREN=()
-	[ $rc = 0 ] && rate=$($PY -c 'import json, sys; print(json.load(sys.stdin)["end"]["sum_sent"]["bits_per_second"])' \
-		<"$logf.client") || rc=1
 	cat "$logf.client" "$logf.server" >"$logf" 2>/dev/null
 	rm -f "$logf.client" "$logf.server"
-	[ $rc = 0 ] || return $rc
+	[ -n "$rate" ] || return 1
 	for s in ${sizes//,/ }; do
 		awk -v s="$s" -v r="$rate" -v l="$peer" 'BEGIN { t = s * 8 / r
 			printf "RESULT,%s,2,%d,1,1,%.9f,%.9f,%.9f,%.4f,%.4f,ok\n", l, s, t, t, t, r / 8e9, r / 8e9 }' >>"$logf"
@@ -288,10 +291,11 @@ launch() {
 		hflag+=${hflag:+,}${HOST_ADDRS[h]}:$per
 	done
 	case $peer in
-	flat | hier | auto | tls | alt | reno | host)
+	flat | hier | auto | tls | alt | reno | host | cc-[a-z]*)
 		local mode=off tls=--tls=false bench=$ROOT/bin/allreduce_bench cc=
 		[ "$peer" = reno ] && cc="--tcp-congestion reno"
 		[ "$peer" = host ] && cc="--tcp-congestion host" mode=auto
+		[ "${peer#cc-}" != "$peer" ] && cc="--tcp-congestion ${peer#cc-}" mode=auto
 		[ "$peer" = hier ] && mode=on
 		[ "$peer" = auto ] && mode=auto
 		[ "$peer" = tls ] && tls=--tls
@@ -324,7 +328,7 @@ launch() {
 		[ "$nh" = 2 ] && [ "$per" = 1 ] || return 127
 		tcpx_launch "$logf" "${peer#tcpx}" "$sizes"
 		;;
-	*) die "unknown peer $peer (want flat, tls, alt, reno, host, hier, auto, gloo, ompi, tcpxK, iperf3, iperf3-reno)" ;;
+	*) die "unknown peer $peer (want flat, tls, alt, reno, host, cc-NAME, hier, auto, gloo, ompi, tcpxK, iperf3, iperf3-reno)" ;;
 	esac
 }
 
@@ -388,6 +392,7 @@ summary() {
 		names["hier"] = "gorovod (hier)"; names["auto"] = "gorovod (auto)"; names["reno"] = "gorovod (flat, --tcp-congestion reno)"; names["host"] = "gorovod (auto, --tcp-congestion host)"
 		names["gloo"] = "Gloo"; names["ompi"] = "Open MPI TCP"
 		names["iperf3"] = "iperf3, one stream (host default)"; names["iperf3-reno"] = "iperf3 -C reno, one stream"
+		for (i = 1; i <= np; i++) if (P[i] ~ /^cc-/) { order[++no] = P[i]; names[P[i]] = "gorovod (auto, --tcp-congestion " substr(P[i], 4) ")" }
 		for (i = 1; i <= np; i++) if (P[i] ~ /^iperf3/) order[++no] = P[i]
 		for (i = 1; i <= np; i++) if (P[i] ~ /^tcpx[0-9]+$/) {
 			order[++no] = P[i]; k = substr(P[i], 5)
