@@ -57,10 +57,10 @@ type Config struct {
 	// "reno", "cubic", "bbr", ...) of links to peers on other hosts; ""
 	// is Reno (see crossHostCongestion), and settings.HostCongestion
 	// ("host") keeps the host's default. Links on this host always run
-	// Reno (see sameHostCongestion). Where the kernel refuses the name (not built,
-	// or not in net.ipv4.tcp_allowed_congestion_control for a process
-	// without CAP_NET_ADMIN), the link keeps the default and the rank
-	// logs one warning.
+	// Reno (see sameHostCongestion). Where the kernel refuses the name
+	// (not built, or not in net.ipv4.tcp_allowed_congestion_control for a
+	// process without CAP_NET_ADMIN), the link keeps the default and the
+	// rank logs one warning.
 	Congestion string
 	// Logger receives connection events (rejected intruders at Warn); nil
 	// discards them. Connect adds a "rank" attribute.

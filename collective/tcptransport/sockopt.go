@@ -29,8 +29,9 @@ const sameHostCongestion = "reno"
 // 183 and 184 µs at 512 KiB, 563, 336 and 248 µs at 1 MiB, 2.0, 3.4 and
 // 0.92 ms at 4 MiB, and 32, 25 and 20 ms at 64 MiB (Open MPI, on the
 // host's BBR: 137 µs, 554 µs, 2.2 ms, 54 ms). BBR paces with timers where
-// the device has no fq qdisc, and CUBIC's delay-based exit from slow start
-// misjudges a path whose delay is the processors' queueing. Reno only grows
+// the device has no fq qdisc; CUBIC's delay-based exit from slow start
+// probably mistakes the processors' queueing for congestion (not measured
+// further). Reno only grows
 // its window until loss, which in a cluster's network is rare and short to
 // recover from (a round trip is tens of microseconds); across a lossy or
 // long-distance path the host's own choice may do better, and
@@ -56,9 +57,10 @@ func crossChoice(name string) string {
 // control of a same-host connection (see sameHostCongestion; best effort:
 // a failure leaves the default), that of a connection to another host
 // (crossHostCongestion or what Config.Congestion names, unless it keeps
-// the host's; a refusal is logged once and leaves the default) and, when tun.sockBuf is positive, fixed
-// send and receive buffers. Fixed buffers turn off Linux's autotuning and
-// are capped by net.core.wmem_max/rmem_max. On loopback, fixed 4 MiB
+// the host's; a refusal is logged once and leaves the default) and, when
+// tun.sockBuf is positive, fixed send and receive buffers. Fixed buffers
+// turn off Linux's autotuning and are capped by
+// net.core.wmem_max/rmem_max. On loopback, fixed 4 MiB
 // buffers streamed 4 MiB frames 9-17% slower than autotuning (median of
 // paired runs), were 4-7% slower both ways at once and made no difference
 // to 4 KiB round trips (BenchmarkStream, BenchmarkBidirectional,
