@@ -42,7 +42,9 @@ func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings)
 	c.sendWatch.init(c, opSend)
 	c.recvWatch.init(c, opRecv)
 	if rings == nil {
-		c.link = newTCPLink(c, tun.readBuf, tun.tcpPoll(), tun.rawIO)
+		l := newTCPLink(c, tun.readBuf, tun.tcpPoll(), tun.rawIO)
+		l.pollLarge = tun.pollsLarge()
+		c.link = l
 		return c
 	}
 	sl := shm.NewLink(c, c.in, rings, tun.spin, tun.quick)

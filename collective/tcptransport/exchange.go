@@ -98,11 +98,13 @@ type exchangeOp struct {
 // socket is ready: on the netpoller when one direction is left, in ppoll
 // when both are. Only an exchange whose received payload is at most
 // pollMax first polls, for the receiving socket's spin budget, as a small
-// Recv does (see inbound): two ranks across emulated hosts
-// (internal/testlab, unlimited veth links) on the loaded 2-CPU test VM ran
-// a 64 KiB all-reduce at a median 79.5 µs sleeping at once against 33 µs
-// for the pipelined executor's polling Recv, and at 28.5 µs polling here
-// (twelve interleaved launches). Larger exchanges do not poll: at 256 KiB,
+// Recv does (see inbound); where every rank has a processor of its own on
+// this one host, exchanges of any size do (tcpLink.pollLarge, see
+// tuning.pollsLarge). Two ranks across emulated hosts (internal/testlab,
+// unlimited veth links) on the loaded 2-CPU test VM ran a 64 KiB
+// all-reduce at a median 79.5 µs sleeping at once against 33 µs for the
+// pipelined executor's polling Recv, and at 28.5 µs polling here (twelve
+// interleaved launches). Larger exchanges do not poll there: at 256 KiB,
 // polling took a median 100-117 µs in half of six launches and 561-574 µs
 // in the others, the latter when both ranks shared a processor (taskset
 // reproduced it: the poller holds the processor its peer needs;
@@ -113,7 +115,7 @@ type exchangeOp struct {
 // that it was closed here.
 func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 	var spin time.Duration
-	if x.qlen <= pollMax {
+	if x.qlen <= pollMax || x.rl.pollLarge {
 		spin = x.rl.r.spin
 	}
 	var idle, shared time.Time

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,45 @@ func TestExchangeRing(t *testing.T) {
 			exchangeRing(t, 3, size, 0, 3*maxIov/2)
 		})
 	}
+	// Large exchanges that poll (tuning.pollsLarge), for a budget far
+	// beyond any wait here.
+	for _, size := range []int{100 << 10, 8 << 20} {
+		t.Run(fmt.Sprintf("pollLarge/n2/%d", size), func(t *testing.T) {
+			exchangeRing(t, 2, size, -time.Hour, 1)
+		})
+	}
+}
+
+// TestPollsLarge: exchanges of every size poll only where every rank of
+// the job is on this host with a processor of its own; not with more
+// ranks than processors, not across hosts (where a rank polls small
+// frames for spinBudget), and not where spin is set by hand.
+func TestPollsLarge(t *testing.T) {
+	addrs := func(hosts ...int) []string {
+		var a []string
+		for h, n := range hosts {
+			for i := range n {
+				a = append(a, fmt.Sprintf("10.0.0.%d:%d", h+1, 7000+i))
+			}
+		}
+		return a
+	}
+	cpus := runtime.NumCPU()
+	for _, c := range []struct {
+		what  string
+		tun   tuning
+		addrs []string
+		want  bool
+	}{
+		{"one rank per processor, one host", tuning{}, addrs(cpus), cpus > 1},
+		{"more ranks than processors", tuning{}, addrs(cpus + 1), false},
+		{"two hosts", tuning{}, addrs(1, 1), false},
+		{"spin set", tuning{spin: time.Millisecond}, addrs(cpus), false},
+	} {
+		if got := c.tun.normalize(0, c.addrs).pollsLarge(); got != c.want {
+			t.Errorf("%s (%d processors): pollsLarge %v, want %v", c.what, cpus, got, c.want)
+		}
+	}
 }
 
 // cut splits p into k pieces of uneven sizes, some of them empty (k > 1),
@@ -74,8 +114,25 @@ func cut(p []byte, k, seed int) [][]byte {
 	return append(ps, p)
 }
 
+// A negative spin is a polling budget of -spin for exchanges of any size
+// (tuning.pollsLarge), which the links must then have.
 func exchangeRing(t *testing.T, n, size int, spin time.Duration, pieces int) {
-	m := meshTuned(t, n, Config{NoSharedMemory: true}, tuning{spin: spin})
+	tun := tuning{spin: spin}
+	if spin < 0 {
+		tun = tuning{spin: -1, tcpSpin: -spin}
+	}
+	m := meshTuned(t, n, Config{NoSharedMemory: true}, tun)
+	for r, tr := range m {
+		for p := range m {
+			if p == r {
+				continue
+			}
+			// With spin 0 the rule decides (TestPollsLarge).
+			if l := tr.(*transport).slots[p].formed.Load().link.(*tcpLink); spin != 0 && l.pollLarge != (spin < 0) {
+				t.Fatalf("rank %d's link to %d: pollLarge %v with spin %v", r, p, l.pollLarge, spin)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	errs := make([]error, n)

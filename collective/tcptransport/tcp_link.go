@@ -54,6 +54,11 @@ type tcpLink struct {
 	r    *inbound // lane peer>rank: read, never written
 
 	sec *secureLanes // with TLS: the sessions the frames go through instead; nil on a plain link
+
+	// pollLarge lets an Exchange of any size poll its receiving socket,
+	// not only one of at most pollMax (see exchangeOp.run and
+	// tuning.pollsLarge).
+	pollLarge bool
 }
 
 // newTCPLink carries c's frames over its sockets, or over the TLS sessions
