@@ -26,7 +26,7 @@ import (
 const (
 	DefaultSegmentBytes = 1 << 20
 	DefaultInlineBytes  = 32 << 10
-	DefaultHalvingBytes = 1 << 20
+	DefaultHalvingBytes = 2 << 20
 )
 
 // Options tune a Comm. The zero value means the defaults.

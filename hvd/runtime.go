@@ -348,7 +348,14 @@ func (r *Runtime) commOptions(opts collective.Options) collective.Options {
 // 1666 against 535, 1 MiB 2267 against 2065, 16 MiB 27.3 against 29.9 ms;
 // at 2 Gbit/s 128 KiB 1633 against 894 µs, 256 KiB 1815 against 1551, 1
 // MiB even. Over shared memory (4 ranks, one host) the ring was as fast or
-// faster from 128 KiB to 16 MiB (512 KiB 139 against 209 µs).
+// faster from 128 KiB to 16 MiB (512 KiB 139 against 209 µs). The limit
+// went from 1 to 2 MiB once TCP links that only park made raw system
+// calls: 2 MiB took 1785 against 2052 µs on the 4 emulated hosts (five
+// interleaved launches; at 2 Gbit/s 12.42 against 12.51 ms) and 1263
+// against 1388 µs on 4 ranks over loopback TCP. Beyond it they split: on
+// one host halving-doubling stayed 8-9% faster at 4 and 8 MiB (2438
+// against 2651 µs, 5460 against 6030), while on the emulated hosts 4 MiB
+// took 3814 against 3700 µs and 8 MiB 8094 against 8108.
 func halvingBytes(noSharedMemory bool, hosts []int) int {
 	if len(hosts) < 3 {
 		return 0

@@ -45,7 +45,7 @@ func run(args []string, getenv func(string) string, out io.Writer) error {
 	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default)")
 	inline := fs.Int("inline", 0, "largest buffer in bytes run inline, without pipelining goroutines (0: the library default)")
 	doubling := fs.Int("doubling", 0, "largest flat all-reduce in bytes by recursive doubling (0: the library default, twice -inline; -1: up to -inline only)")
-	halving := fs.Int("halving", 0, "largest flat all-reduce in bytes by halving-doubling on a power of two ranks above 2 (0: the library default, 1 MiB where every link is TCP; -1: never)")
+	halving := fs.Int("halving", 0, "largest flat all-reduce in bytes by halving-doubling on a power of two ranks above 2 (0: the library default, 2 MiB where every link is TCP; -1: never)")
 	via := fs.String("via", "comm", "what the all-reduces go through: comm (the communicator itself) or hvd (the runtime's engine: a blocking hvd.Allreduce of a named tensor, negotiated)")
 	parts := fs.Int("parts", 1, "with -via comm, tensors the buffer is cut into and reduced as one fused batch (AllreduceVec), as training gradients are")
 	if err := fs.Parse(args); err != nil {
