@@ -351,8 +351,11 @@ func (r *Runtime) commOptions(opts collective.Options) collective.Options {
 // faster from 128 KiB to 16 MiB (512 KiB 139 against 209 µs). The limit
 // went from 1 to 2 MiB once TCP links that only park made raw system
 // calls: 2 MiB took 1785 against 2052 µs on the 4 emulated hosts (five
-// interleaved launches; at 2 Gbit/s 12.42 against 12.51 ms) and 1263
-// against 1388 µs on 4 ranks over loopback TCP. Beyond it they split: on
+// interleaved launches of lab_bench.sh's flat and alt peers, alt adding
+// -halving 8388608; at 2 Gbit/s 12.42 against 12.51 ms) and 1263 against
+// 1388 µs on 4 ranks over loopback TCP (gorun -np 4 --no-shared-memory
+// allreduce_bench with and without -halving 4194304, five interleaved
+// launches). Beyond it they split: on
 // one host halving-doubling stayed 8-9% faster at 4 and 8 MiB (2438
 // against 2651 µs, 5460 against 6030), while on the emulated hosts 4 MiB
 // took 3814 against 3700 µs and 8 MiB 8094 against 8108.

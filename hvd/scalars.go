@@ -254,24 +254,27 @@ func (p *publisher) flush() {
 		}
 		rts = rts[:0]
 	}
-	if n := batch.Len(); n > 0 && p.deaf.Load() {
-		p.dropped.Add(int64(n))
-	} else if n > 0 && !p.send(n, func(ctx context.Context) error { return p.rdv.PushBatch(ctx, p.rank, batch) }) {
+	if !p.send(batch.Len(), func(ctx context.Context) error { return p.rdv.PushBatch(ctx, p.rank, batch) }) {
 		batch = new(rendezvous.Batch) // gorpc may still hold its bytes
 	}
-	if len(rts) > 0 && p.deaf.Load() {
-		p.dropped.Add(int64(len(rts)))
-	} else if len(rts) > 0 {
-		p.send(len(rts), func(ctx context.Context) error { return p.rdv.PushMetrics(ctx, p.rank, rts) })
-	}
+	p.send(len(rts), func(ctx context.Context) error { return p.rdv.PushMetrics(ctx, p.rank, rts) })
 	p.mu.Lock()
 	p.spare, p.rts = batch, rts[:0]
 	p.mu.Unlock()
 }
 
 // send makes one push of n points, bounded by scalarSendTimeout, counts
-// them as dropped if it fails, and reports whether it succeeded.
+// them as dropped if it fails, and reports whether push was not left
+// holding anything: true too when there is nothing to send, or nobody
+// listens (the points are dropped and counted without a push).
 func (p *publisher) send(n int, push func(context.Context) error) bool {
+	if n == 0 {
+		return true
+	}
+	if p.deaf.Load() {
+		p.dropped.Add(int64(n))
+		return true
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), scalarSendTimeout)
 	err := push(ctx)
 	cancel()

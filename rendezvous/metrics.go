@@ -106,7 +106,7 @@ func (v *service) PushMetrics(r *metricsReq) error {
 	// slice, so the next batch reuses it.
 	buf := unpackBufs.Get().(*[]MetricPoint)
 	defer unpackBufs.Put(buf)
-	pts, err := unpackPoints((*buf)[:0], r.Packed)
+	pts, err := ReadBatch((*buf)[:0], r.Packed)
 	*buf = pts[:0]
 	if err != nil {
 		clear(pts)
@@ -203,9 +203,7 @@ func (b *Batch) Add(p MetricPoint) bool {
 	if p.Name == "" || len(p.Name) > MaxKeyLen || len(p.Text) > MaxEventText || b.n == MaxMetricPoints {
 		return false
 	}
-	if b.b == nil {
-		b.b = make([]byte, countLen, 256)
-	}
+	b.start()
 	var flags byte
 	if p.Runtime {
 		flags |= packRuntime
@@ -237,6 +235,13 @@ func (b *Batch) Add(p MetricPoint) bool {
 	return true
 }
 
+// start gives a Batch that has no memory yet the room of its count.
+func (b *Batch) start() {
+	if b.b == nil {
+		b.b = make([]byte, countLen, 256)
+	}
+}
+
 // Len is the number of points in b.
 func (b *Batch) Len() int { return b.n }
 
@@ -250,9 +255,7 @@ func (b *Batch) Reset() {
 // Bytes returns b's encoding (see Batch; ReadBatch reads it back), valid
 // until b changes.
 func (b *Batch) Bytes() []byte {
-	if b.b == nil {
-		b.b = make([]byte, countLen, 256)
-	}
+	b.start()
 	b.b[0], b.b[1], b.b[2] = byte(b.n)|0x80, byte(b.n>>7)|0x80, byte(b.n>>14) // MaxMetricPoints < 1<<21
 	return b.b
 }
@@ -269,16 +272,9 @@ func (c *Client) PushBatch(ctx context.Context, rank int, b *Batch) error {
 
 // ReadBatch decodes the points of a Batch's Bytes, appending them to dst;
 // it fails on an encoding that is cut, altered or past the limits of
-// PushMetrics.
-func ReadBatch(dst []MetricPoint, data []byte) ([]MetricPoint, error) {
-	return unpackPoints(dst, data)
-}
-
-// unpackPoints decodes a Batch's encoding, within the limits of
-// PushMetrics (MaxMetricPoints, MaxKeyLen, MaxEventText), appending the
-// points to dst. On an error, it returns dst with what it appended so far
-// and the error.
-func unpackPoints(dst []MetricPoint, b []byte) ([]MetricPoint, error) {
+// PushMetrics (MaxMetricPoints, MaxKeyLen, MaxEventText). On an error, it
+// returns dst with what it appended so far and the error.
+func ReadBatch(dst []MetricPoint, b []byte) ([]MetricPoint, error) {
 	d := unpacker{b: b}
 	n := d.uvarint()
 	if d.err == nil && n > MaxMetricPoints {

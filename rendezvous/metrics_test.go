@@ -75,7 +75,7 @@ func TestPackPoints(t *testing.T) {
 		{Step: 1 << 62, Time: -5, Name: "hvd/step", Value: 0, Runtime: true},
 	}
 	b := packPoints(pts)
-	got, err := unpackPoints(nil, b)
+	got, err := ReadBatch(nil, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,18 +94,18 @@ func TestPackPoints(t *testing.T) {
 			many = append(many, MetricPoint{Step: int64(round), Name: "n" + strconv.Itoa(i), Value: float64(i)})
 		}
 	}
-	if got, err := unpackPoints(nil, packPoints(many)); err != nil || !slices.Equal(got, many) {
+	if got, err := ReadBatch(nil, packPoints(many)); err != nil || !slices.Equal(got, many) {
 		t.Errorf("%d names twice: %v, equal %t", 3*packScan, err, slices.Equal(got, many))
 	}
-	if got, err := unpackPoints(nil, packPoints(nil)); err != nil || len(got) != 0 {
+	if got, err := ReadBatch(nil, packPoints(nil)); err != nil || len(got) != 0 {
 		t.Errorf("no points: %v, %v", got, err)
 	}
 	for n := range len(b) {
-		if _, err := unpackPoints(nil, b[:n]); err == nil {
+		if _, err := ReadBatch(nil, b[:n]); err == nil {
 			t.Errorf("the first %d of %d bytes decoded", n, len(b))
 		}
 	}
-	if _, err := unpackPoints(nil, append(b[:len(b):len(b)], 0)); err == nil {
+	if _, err := ReadBatch(nil, append(b[:len(b):len(b)], 0)); err == nil {
 		t.Error("a trailing byte decoded")
 	}
 	bad := map[string][]byte{
@@ -116,7 +116,7 @@ func TestPackPoints(t *testing.T) {
 		"long text":       binary.AppendUvarint([]byte{1, packNewName | packText, 1, 'x', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, MaxEventText+1),
 	}
 	for what, b := range bad {
-		if _, err := unpackPoints(nil, b); err == nil {
+		if _, err := ReadBatch(nil, b); err == nil {
 			t.Errorf("%s: decoded", what)
 		}
 	}
@@ -151,7 +151,7 @@ func BenchmarkPackPoints(b *testing.B) {
 		pts[i] = MetricPoint{Step: int64(i / 4), Time: int64(1_700_000_000_000_000_000 + i*25_000), Name: names[i%4], Value: float64(i)}
 	}
 	for b.Loop() {
-		if _, err := unpackPoints(nil, packPoints(pts)); err != nil {
+		if _, err := ReadBatch(nil, packPoints(pts)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestBatch(t *testing.T) {
 	if b.Len() != len(valid) {
 		t.Fatalf("Len %d, want %d", b.Len(), len(valid))
 	}
-	if got, err := unpackPoints(nil, b.Bytes()); err != nil || !slices.Equal(got, valid) {
+	if got, err := ReadBatch(nil, b.Bytes()); err != nil || !slices.Equal(got, valid) {
 		t.Fatalf("unpacked %+v, %v; want %+v", got, err, valid)
 	}
 	b.Reset()
@@ -201,7 +201,7 @@ func TestBatch(t *testing.T) {
 	if b.Add(valid[0]) || b.Len() != MaxMetricPoints {
 		t.Fatalf("a point past MaxMetricPoints taken (Len %d)", b.Len())
 	}
-	if got, err := unpackPoints(nil, b.Bytes()); err != nil || !slices.Equal(got, full) {
+	if got, err := ReadBatch(nil, b.Bytes()); err != nil || !slices.Equal(got, full) {
 		t.Fatalf("a full batch: %d points, %v", len(got), err)
 	}
 

@@ -164,8 +164,8 @@
 // nearly doubled its processor time; Reno does not pace, and a same-host
 // path has no congestion to control. Connections between hosts use Reno
 // too unless Config.Congestion names another (or "host", the host's
-// default): between emulated hosts it moved 1-64 MiB 1.6-2.3× faster than
-// BBR and 1.2-3.7× faster than CUBIC (see crossHostCongestion).
+// default): between emulated hosts it moved 1-64 MiB 1.4-1.8× faster than
+// BBR and 1.2-2.0× faster than CUBIC (see crossHostCongestion).
 //
 // # Failures
 //

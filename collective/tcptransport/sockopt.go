@@ -24,11 +24,14 @@ const sameHostCongestion = "reno"
 // crossHostCongestion is the congestion control of data connections to
 // other hosts unless Config.Congestion names another. Between two emulated
 // hosts (internal/testlab: network namespaces on a bridge, no rate limit,
-// this VM's two processors), six interleaved launches of a two-rank
-// all-reduce each with the host's BBR, CUBIC and Reno took medians of 379,
-// 183 and 184 µs at 512 KiB, 563, 336 and 248 µs at 1 MiB, 2.0, 3.4 and
-// 0.92 ms at 4 MiB, and 32, 25 and 20 ms at 64 MiB (Open MPI, on the
-// host's BBR: 137 µs, 554 µs, 2.2 ms, 54 ms). BBR paces with timers where
+// this VM's two processors), a two-rank all-reduce with Reno, the host's
+// BBR and CUBIC took medians of 316, 553 and 628 µs at 1 MiB, 1.47, 2.31
+// and 2.83 ms at 4 MiB, and 24.2, 34.4 and 28.5 ms at 64 MiB (Open MPI,
+// on the host's BBR: 441 µs, 2.36 ms, 53.9 ms); at 512 KiB 172, 149 and
+// 199 µs (Open MPI 182), at 64 KiB 52, 49 and 46 (Open MPI 46). That is
+// six interleaved launches of examples/allreduce_bench/lab_bench.sh with
+// RATE=none LAYOUTS=2x1 SIZES=64K,512K,1M,4M,64M PEERS="auto cc-bbr
+// cc-cubic ompi" REPS=6. BBR paces with timers where
 // the device has no fq qdisc; CUBIC's delay-based exit from slow start
 // probably mistakes the processors' queueing for congestion (not measured
 // further). Reno only grows

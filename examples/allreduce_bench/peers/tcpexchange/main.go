@@ -162,9 +162,12 @@ func connect(cfg config) (*pair, error) {
 				return nil, err
 			}
 			i, err := greeting(c, total)
-			if err != nil || conns[i] != nil {
+			if err == nil && conns[i] != nil {
+				err = fmt.Errorf("index %d again", i)
+			}
+			if err != nil {
 				c.Close()
-				return nil, fmt.Errorf("refused a connection from %v: %v", c.RemoteAddr(), cmpErr(err, "duplicate index"))
+				return nil, fmt.Errorf("refused a connection from %v: %w", c.RemoteAddr(), err)
 			}
 			conns[i] = c
 			got++
@@ -189,13 +192,6 @@ func connect(cfg config) (*pair, error) {
 	}
 	p.out, p.in = sending, receiving
 	return p, nil
-}
-
-func cmpErr(err error, otherwise string) string {
-	if err != nil {
-		return err.Error()
-	}
-	return otherwise
 }
 
 // greeting reads a dialer's 8 bytes within 10 s and returns its index.
