@@ -21,3 +21,7 @@ func (o *DistributedOptimizer) InPlaceGrads() int {
 	}
 	return n
 }
+
+// MachineOf is every rank's machine as this runtime learnt it from the
+// rendezvous (nil for a given transport).
+func (r *Runtime) MachineOf() []string { return r.machineOf }

@@ -18,8 +18,8 @@ import (
 // rendezvous (gorun's, or rank 0's under another launcher), waits for the
 // peer table and forms the TCP mesh, all within the start timeout. It
 // returns env with the local and cross ranks filled in where the plan
-// derives them from the peer table, and the host of every rank.
-func connect(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, log *slog.Logger) (collective.Transport, *rendezvous.Client, jobenv.Env, []string, error) {
+// derives them from the peer table, and the host and machine of every rank.
+func connect(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, log *slog.Logger) (collective.Transport, *rendezvous.Client, jobenv.Env, placement, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.StartTimeout)
 	defer cancel()
 	where := fmt.Sprintf("hvd: rank %d on %s", env.Rank, env.Hostname)
@@ -28,41 +28,50 @@ func connect(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, log *slo
 	}
 	rdv, err := rendezvous.Dial(ctx, env.RendezvousAddr, env.Secret, rendezvous.WithLogger(log), rendezvous.WithTLS(env.TLS))
 	if err != nil {
-		return nil, nil, env, nil, fmt.Errorf("%s: joining the rendezvous at %s: %w", where, env.RendezvousAddr, err)
+		return nil, nil, env, placement{}, fmt.Errorf("%s: joining the rendezvous at %s: %w", where, env.RendezvousAddr, err)
 	}
-	tr, env, hostOf, err := mesh(ctx, env, plan, rdv, log)
+	tr, env, at, err := mesh(ctx, env, plan, rdv, log)
 	if err != nil {
 		rdv.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, env, nil, fmt.Errorf("%s: the job did not start within %v: %w", where, env.StartTimeout, err)
+			return nil, nil, env, placement{}, fmt.Errorf("%s: the job did not start within %v: %w", where, env.StartTimeout, err)
 		}
-		return nil, nil, env, nil, fmt.Errorf("%s: %w", where, err)
+		return nil, nil, env, placement{}, fmt.Errorf("%s: %w", where, err)
 	}
-	return tr, rdv, env, hostOf, nil
+	return tr, rdv, env, at, nil
 }
 
-func mesh(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, jobenv.Env, []string, error) {
+// placement says where the ranks of a job run, indexed by rank: the host
+// each registered, and its machine (jobenv.MachineID; "" where a rank did
+// not say).
+type placement struct {
+	hostOf, machineOf []string
+}
+
+func mesh(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, rdv *rendezvous.Client, log *slog.Logger) (collective.Transport, jobenv.Env, placement, error) {
 	host, err := jobenv.DataPlaneHost(env.BindAddr, env.RendezvousAddr, env.LocalSize == env.Size, plan.RouteHints)
 	if err != nil {
-		return nil, env, nil, err
+		return nil, env, placement{}, err
 	}
 	ln, err := tcptransport.Listen(net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, env, nil, err
+		return nil, env, placement{}, err
 	}
-	if err := rdv.Register(ctx, env.Rank, env.Hostname, ln.Addr()); err != nil {
+	self := rendezvous.Peer{Rank: env.Rank, Host: env.Hostname, Addr: ln.Addr(), Machine: jobenv.MachineID()}
+	if err := rdv.RegisterPeer(ctx, self); err != nil {
 		ln.Close()
-		return nil, env, nil, err
+		return nil, env, placement{}, err
 	}
 	peers, err := rdv.PeerTable(ctx)
 	if err != nil { // stay registered: the others' errors name the ranks that never came, not this one
 		ln.Close()
-		return nil, env, nil, err
+		return nil, env, placement{}, err
 	}
 	addrs := make([]string, env.Size)
-	hostOf := make([]string, env.Size)
+	at := placement{hostOf: make([]string, env.Size), machineOf: make([]string, env.Size)}
+	hostOf := at.hostOf
 	for _, p := range peers {
-		addrs[p.Rank], hostOf[p.Rank] = p.Addr, p.Host
+		addrs[p.Rank], hostOf[p.Rank], at.machineOf[p.Rank] = p.Addr, p.Host, p.Machine
 	}
 	if plan.DeriveTopology {
 		s := jobenv.SlotsOf(hostOf)[env.Rank]
@@ -73,13 +82,13 @@ func mesh(ctx context.Context, env jobenv.Env, plan jobenv.JoinPlan, rdv *rendez
 	// and shared-memory rings rather than size-1.
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: env.Rank, Size: env.Size, Addrs: addrs, Secret: env.Secret, Logger: log,
-		NoSharedMemory: env.NoSharedMemory, TLS: env.TLS, Congestion: env.TCPCongestion,
+		NoSharedMemory: env.NoSharedMemory, TLS: env.TLS, Congestion: env.TCPCongestion, Machines: at.machineOf,
 		Eager: collective.SchedulePeers(env.Rank, env.Size, hostIndexes(hostOf)),
 	})
 	if err != nil {
 		leave(rdv, log)
 	}
-	return tr, env, hostOf, err
+	return tr, env, at, err
 }
 
 // leaveTimeout bounds telling the rendezvous that a registration is void.

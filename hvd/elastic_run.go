@@ -256,14 +256,14 @@ func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clie
 		if err != nil {
 			return nil, err
 		}
-		addrs, err := jobenv.ExchangeAddrs(ctx, rdv, g.N, rank, n, ln.Addr())
+		addrs, machines, err := jobenv.ExchangeAddrs(ctx, rdv, g.N, rank, n, ln.Addr(), jobenv.MachineID())
 		if err != nil {
 			ln.Close()
 			return nil, err
 		}
 		tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 			Rank: rank, Size: n, Addrs: addrs, Secret: cfg.Secret, Logger: cfg.Logger, NoSharedMemory: env.NoSharedMemory,
-			TLS: env.TLS, Congestion: env.TCPCongestion, Eager: collective.SchedulePeers(rank, n, c.Comm.Hosts),
+			TLS: env.TLS, Congestion: env.TCPCongestion, Eager: collective.SchedulePeers(rank, n, c.Comm.Hosts), Machines: machines,
 		})
 		if err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -218,6 +219,11 @@ func TestRendezvousAndTCP(t *testing.T) {
 		}
 		if v := hvd.Values[int32](x); v[0] != 6 || v[1] != 4 {
 			return fmt.Errorf("sum = %v", v)
+		}
+		// Every rank registered its machine, and every rank learnt them all:
+		// one process here, so one machine.
+		if got, want := rt.MachineOf(), slices.Repeat([]string{jobenv.MachineID()}, n); !slices.Equal(got, want) {
+			return fmt.Errorf("machines %q, want %q", got, want)
 		}
 		return nil
 	})

@@ -336,18 +336,33 @@ func newSetRuntime(r *Runtime, ps *ProcessSet, tr collective.Transport) *Runtime
 	return v
 }
 
+// setMachines returns the machine of each of ranks (see
+// tcptransport.Config.Machines), or nil where the runtime does not know
+// them.
+func (r *Runtime) setMachines(ranks []int) []string { return r.ofRanks(r.machineOf, ranks) }
+
 // setHosts returns the host of each of ranks as small integers (see
 // collective.Options.Hosts), or nil where the runtime does not know the
 // ranks' hosts (a given transport).
 func (r *Runtime) setHosts(ranks []int) []int {
-	if len(r.hostOf) != r.env.Size {
+	hosts := r.ofRanks(r.hostOf, ranks)
+	if hosts == nil {
 		return nil
 	}
-	hosts := make([]string, len(ranks))
-	for i, g := range ranks {
-		hosts[i] = r.hostOf[g]
-	}
 	return hostIndexes(hosts)
+}
+
+// ofRanks picks the entries of ranks from byRank, one per rank of the job,
+// or returns nil where byRank does not have one for each.
+func (r *Runtime) ofRanks(byRank []string, ranks []int) []string {
+	if len(byRank) != r.env.Size {
+		return nil
+	}
+	out := make([]string, len(ranks))
+	for i, g := range ranks {
+		out[i] = byRank[g]
+	}
+	return out
 }
 
 // setTransport is a set's transport, whose hosts name the job's ranks, so

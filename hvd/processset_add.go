@@ -178,7 +178,7 @@ func (r *Runtime) setMesh(ctx context.Context, ps *ProcessSet, ln *tcptransport.
 	defer cancel()
 	tr, err := tcptransport.Connect(ctx, ln, tcptransport.Config{
 		Rank: ps.index, Size: n, Addrs: addrs, Secret: secret, TLS: r.env.TLS, Congestion: r.env.TCPCongestion,
-		NoSharedMemory: r.env.NoSharedMemory, Logger: r.log.With("process_set", ps.id),
+		NoSharedMemory: r.env.NoSharedMemory, Logger: r.log.With("process_set", ps.id), Machines: r.setMachines(ps.ranks),
 		Eager: collective.SchedulePeers(ps.index, n, r.setHosts(ps.ranks)),
 	})
 	if err != nil {

@@ -33,6 +33,9 @@ type Runtime struct {
 	rdv      *rendezvous.Client // gorun's rendezvous; nil without gorun
 	launcher string             // what started the job (runner.Launcher*)
 	hostOf   []string           // each rank's host, from the rendezvous; nil for a given transport
+	// machineOf is each rank's machine (jobenv.MachineID), from the
+	// rendezvous; nil for a given transport.
+	machineOf []string
 
 	routeHints []string    // the launcher's other hosts, for choosing a data-plane address
 	psets      processSets // the process sets (processset.go)
@@ -77,6 +80,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.comm = collective.NewComm(tr, copts)
 	if env.Rank == 0 && copts.Hosts != nil {
 		r.log.Debug("hvd: host layout", "hosts", len(slices.Compact(slices.Sorted(slices.Values(copts.Hosts)))), "ranks", env.Size,
+			"machines", knownMachines(r.machineOf),
 			"two_level", r.comm.HierarchicalLayout(), "hierarchical", r.env.Hierarchical.String())
 	}
 	r.pub = newPublisher(r)
@@ -137,14 +141,14 @@ func (r *Runtime) join(ctx context.Context, plan jobenv.JoinPlan) (collective.Tr
 		}
 		defer srv.Stop()
 	}
-	tr, rdv, env, hostOf, err := connect(ctx, r.env, plan, r.log)
+	tr, rdv, env, at, err := connect(ctx, r.env, plan, r.log)
 	if err != nil {
 		if srv != nil {
 			srv.AbortAndLinger(err.Error()) // every rank waiting fails with this error, which names the ranks that never came
 		}
 		return nil, err
 	}
-	r.env, r.hostOf, r.routeHints = env, hostOf, plan.RouteHints
+	r.env, r.hostOf, r.machineOf, r.routeHints = env, at.hostOf, at.machineOf, plan.RouteHints
 	if plan.Launcher == jobenv.LauncherGorun || plan.Launcher == "" {
 		r.rdv = rdv
 	} else {
@@ -378,4 +382,16 @@ func hierarchy(s settings.Switch) collective.Hierarchy {
 		return collective.HierarchyOff
 	}
 	return collective.HierarchyAuto
+}
+
+// knownMachines counts the different machines in machineOf that ranks
+// named (see jobenv.MachineID); 0 where none did.
+func knownMachines(machineOf []string) int {
+	seen := make(map[string]bool)
+	for _, m := range machineOf {
+		if m != "" {
+			seen[m] = true
+		}
+	}
+	return len(seen)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gorovod/gorovod/rendezvous"
@@ -168,23 +169,32 @@ func NewerGeneration(ctx context.Context, c *rendezvous.Client, n int) (int, err
 }
 
 // ExchangeAddrs publishes addr as the data-plane address of rank in
-// generation n and returns the addresses of all size ranks, waiting for
-// the others to publish theirs.
-func ExchangeAddrs(ctx context.Context, c *rendezvous.Client, n, rank, size int, addr string) ([]string, error) {
-	if err := c.Set(ctx, addrKey(n, rank), []byte(addr)); err != nil {
-		return nil, err
+// generation n, with the rank's machine (MachineID; "" for none), and
+// returns the addresses and machines of all size ranks, waiting for the
+// others to publish theirs. A machine longer than
+// rendezvous.MaxMachineLen counts as "", on every rank.
+func ExchangeAddrs(ctx context.Context, c *rendezvous.Client, n, rank, size int, addr, machine string) (addrs, machines []string, err error) {
+	if len(machine) > rendezvous.MaxMachineLen {
+		machine = ""
 	}
-	addrs := make([]string, size)
+	if err := c.Set(ctx, addrKey(n, rank), []byte(addr+"\n"+machine)); err != nil {
+		return nil, nil, err
+	}
+	addrs, machines = make([]string, size), make([]string, size)
 	for r := range size {
 		if r == rank {
-			addrs[r] = addr
+			addrs[r], machines[r] = addr, machine
 			continue
 		}
 		b, err := c.Get(ctx, addrKey(n, r))
 		if err != nil {
-			return nil, fmt.Errorf("the address of rank %d of generation %d: %w", r, n, err)
+			return nil, nil, fmt.Errorf("the address of rank %d of generation %d: %w", r, n, err)
 		}
-		addrs[r] = string(b)
+		a, m, _ := strings.Cut(string(b), "\n")
+		if len(m) > rendezvous.MaxMachineLen {
+			m = ""
+		}
+		addrs[r], machines[r] = a, m
 	}
-	return addrs, nil
+	return addrs, machines, nil
 }

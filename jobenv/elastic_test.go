@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,12 +90,16 @@ func TestElasticGenerations(t *testing.T) {
 	if g, err := jobenv.AwaitGeneration(ctx, worker, 1); err != nil || g.N != 3 || g.RankOf("a") != 1 {
 		t.Fatalf("a worker of generation 1 gets %+v, %v; want the latest, 3", g, err)
 	}
-	addrs := make([][]string, 3)
+	addrs, machines := make([][]string, 3), make([][]string, 3)
 	errs := make(chan error, 3)
 	for r := range 3 {
 		go func() {
 			var err error
-			addrs[r], err = jobenv.ExchangeAddrs(ctx, dial(), 3, r, 3, fmt.Sprint("10.0.0.", r, ":99"))
+			m := fmt.Sprint("boot/", r) // rank 2's is too long to be one, and reads as none
+			if r == 2 {
+				m = strings.Repeat("m", rendezvous.MaxMachineLen+1)
+			}
+			addrs[r], machines[r], err = jobenv.ExchangeAddrs(ctx, dial(), 3, r, 3, fmt.Sprint("10.0.0.", r, ":99"), m)
 			errs <- err
 		}()
 	}
@@ -108,10 +113,13 @@ func TestElasticGenerations(t *testing.T) {
 		if !slices.Equal(a, want) {
 			t.Errorf("rank %d got addresses %v, want %v", r, a, want)
 		}
+		if wantM := []string{"boot/0", "boot/1", ""}; !slices.Equal(machines[r], wantM) {
+			t.Errorf("rank %d got machines %q, want %q", r, machines[r], wantM)
+		}
 	}
 	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer stop()
-	if _, err := jobenv.ExchangeAddrs(short, worker, 4, 0, 2, "x:1"); err == nil {
+	if _, _, err := jobenv.ExchangeAddrs(short, worker, 4, 0, 2, "x:1", ""); err == nil {
 		t.Error("ExchangeAddrs returned without the other rank's address")
 	}
 }

@@ -84,7 +84,8 @@ func (b *board) checkRankLocked(rank int) error {
 // register records rank's address. It reports whether this was a new
 // registration, whether it completed its round's table, and the round.
 // Registering the same address again is a no-op.
-func (b *board) register(rank int, host, addr string) (fresh, complete bool, round int, err error) {
+func (b *board) register(p Peer) (fresh, complete bool, round int, err error) {
+	rank, host, addr := p.Rank, p.Host, p.Addr
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.abortErrLocked(); err != nil {
@@ -95,6 +96,9 @@ func (b *board) register(rank int, host, addr string) (fresh, complete bool, rou
 	}
 	if addr == "" {
 		return false, false, 0, fmt.Errorf("%w: rank %d registered an empty address", ErrBadRequest, rank)
+	}
+	if len(p.Machine) > MaxMachineLen {
+		return false, false, 0, fmt.Errorf("%w: rank %d registered a machine of %d bytes, want at most %d", ErrBadRequest, rank, len(p.Machine), MaxMachineLen)
 	}
 	if host == "" {
 		host = b.plannedHost(rank)
@@ -114,7 +118,7 @@ func (b *board) register(rank int, host, addr string) (fresh, complete bool, rou
 		b.prev, b.table = b.table, nil
 		b.round++
 	}
-	b.slots[rank] = slot{Peer: Peer{Rank: rank, Host: host, Addr: addr}, round: b.round}
+	b.slots[rank] = slot{Peer: Peer{Rank: rank, Host: host, Addr: addr, Machine: p.Machine}, round: b.round}
 	if complete = b.fullLocked(); complete {
 		b.table = make([]Peer, len(b.slots))
 		for r, s := range b.slots {

@@ -28,9 +28,12 @@
 //
 // All calls go through a gorpc Dispatcher service named "Rendezvous":
 //
-//	Register(rank, host, addr)   record a rank; same address again is a no-op,
-//	                             another address for the rank is ErrConflict
-//	                             unless the rank left (see Rounds)
+//	Register(rank, host, addr,   record a rank; same address again is a no-op,
+//	         machine)            another address for the rank is ErrConflict
+//	                             unless the rank left (see Rounds); machine
+//	                             (at most MaxMachineLen bytes, may be empty:
+//	                             Client.Register sends none, RegisterPeer
+//	                             its Peer's) is returned in every table
 //	Leave(rank, addr)            the rank's runtime at addr shut down
 //	PeerTable(rank, addr, wait) → ready, []Peer
 //	                             held by the server until all Size ranks

@@ -15,7 +15,14 @@ import (
 // replaced by the next one at the same address), until ctx ends. The
 // client remembers the registration for PeerTable and Leave.
 func (c *Client) Register(ctx context.Context, rank int, host, addr string) error {
-	req := &registerReq{Rank: rank, Host: host, Addr: addr}
+	return c.RegisterPeer(ctx, Peer{Rank: rank, Host: host, Addr: addr})
+}
+
+// RegisterPeer is Register with the whole row this rank gives the peer
+// table: also its Machine (at most MaxMachineLen bytes), which the peers
+// then find in their tables.
+func (c *Client) RegisterPeer(ctx context.Context, p Peer) error {
+	req := &registerReq{Rank: p.Rank, Host: p.Host, Addr: p.Addr, Machine: p.Machine}
 	err := c.retry(ctx, "Register", func() error {
 		_, err := c.call(ctx, "Register", req, c.opts.callTimeout)
 		return err

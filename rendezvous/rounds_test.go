@@ -153,7 +153,7 @@ func TestBoardRounds(t *testing.T) {
 	b := newBoard(3, []string{"a", "b", "c"}, false)
 	reg := func(rank int, addr string) int {
 		t.Helper()
-		_, _, round, err := b.register(rank, "", addr)
+		_, _, round, err := b.register(Peer{Rank: rank, Addr: addr})
 		if err != nil {
 			t.Fatalf("register(%d, %s): %v", rank, addr, err)
 		}

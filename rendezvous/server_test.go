@@ -19,6 +19,9 @@ func TestConcurrentRegisterSameTable(t *testing.T) {
 	want := make([]Peer, 4)
 	for r := range want {
 		want[r] = Peer{Rank: r, Host: hosts[r], Addr: fmt.Sprintf("10.0.0.%d:7000", r)}
+		if r > 0 { // rank 0 registers the old way, without a machine
+			want[r].Machine = "boot-" + hosts[r] + "/0-1"
+		}
 	}
 	tables := make([][]Peer, 4)
 	errs := make([]error, 4)
@@ -35,7 +38,12 @@ func TestConcurrentRegisterSameTable(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			if errs[r] = c.Register(ctx, r, want[r].Host, want[r].Addr); errs[r] == nil {
+			if r == 0 {
+				errs[r] = c.Register(ctx, r, want[r].Host, want[r].Addr)
+			} else {
+				errs[r] = c.RegisterPeer(ctx, want[r])
+			}
+			if errs[r] == nil {
 				tables[r], errs[r] = c.PeerTable(ctx)
 			}
 		}()
@@ -119,6 +127,10 @@ func TestRegisterValidation(t *testing.T) {
 		if err := c2.Register(ctx, tc.rank, "b", tc.addr); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("Register(%d, %q) = %v, want ErrBadRequest", tc.rank, tc.addr, err)
 		}
+	}
+	long := Peer{Rank: 0, Host: "b", Addr: "10.0.0.2:7000", Machine: strings.Repeat("m", MaxMachineLen+1)}
+	if err := c2.RegisterPeer(ctx, long); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "machine") {
+		t.Errorf("a machine of %d bytes: %v, want ErrBadRequest naming the machine", len(long.Machine), err)
 	}
 	if n := s.Registered(); n != 1 {
 		t.Errorf("Registered() = %d, want 1", n)

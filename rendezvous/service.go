@@ -17,7 +17,7 @@ func (v *service) Register(remote string, r *registerReq) error {
 		return err
 	}
 	defer v.s.handlers.Leave()
-	fresh, complete, round, err := v.s.board.register(r.Rank, r.Host, r.Addr)
+	fresh, complete, round, err := v.s.board.register(Peer{Rank: r.Rank, Host: r.Host, Addr: r.Addr, Machine: r.Machine})
 	switch {
 	case errors.Is(err, ErrStopped):
 		v.s.log.Debug("rendezvous: registration for a later round refused", "rank", r.Rank, "remote", remote)

@@ -8,11 +8,13 @@ import (
 )
 
 // Peer is one row of the peer table: a rank, the host it runs on and the
-// data-plane address it listens on.
+// data-plane address it listens on, and the machine whose processors it
+// runs on where the rank said (jobenv.MachineID; empty otherwise).
 type Peer struct {
-	Rank int
-	Host string
-	Addr string
+	Rank    int
+	Host    string
+	Addr    string
+	Machine string
 }
 
 // Limits on what one call may carry.
@@ -21,6 +23,8 @@ const (
 	MaxKeyLen = 256
 	// MaxValueLen bounds a key-value store value, in bytes.
 	MaxValueLen = 1 << 20
+	// MaxMachineLen bounds a Peer's Machine, in bytes.
+	MaxMachineLen = 128
 	// MaxWait bounds how long the server holds one blocking call (PeerTable,
 	// Get) before answering "not yet"; clients ask again.
 	MaxWait = 5 * time.Second
@@ -36,10 +40,11 @@ const (
 
 // Wire types, carried by gob inside gorpc's dispatcher envelope.
 type (
-	registerReq struct { // Register and Leave (which ignores Host)
-		Rank int
-		Host string
-		Addr string
+	registerReq struct { // Register and Leave (which ignores Host and Machine)
+		Rank    int
+		Host    string
+		Addr    string
+		Machine string // empty from a client that does not say (or predates it)
 	}
 	waitReq struct {
 		Key  string        // KV key; empty for PeerTable

@@ -62,6 +62,18 @@ type Config struct {
 	// process without CAP_NET_ADMIN), the link keeps the default and the
 	// rank logs one warning.
 	Congestion string
+	// Machines holds, where known, the machine of every rank (see
+	// jobenv.MachineID: the kernel and the processors it runs on), indexed
+	// by rank; nil, or "" for a rank, means unknown. Ranks with equal,
+	// non-empty values compete for the same processors whatever their
+	// addresses say: network namespaces of one kernel (the emulated hosts
+	// of internal/testlab), containers of one node with addresses of their
+	// own. A rank counts the ranks that share its processors (those of its
+	// host, by address, and of its machine) to choose how it waits for
+	// messages (see autoSpin): where they outnumber the processors, no wait
+	// polls. Nothing else depends on it; shared memory still follows the
+	// addresses.
+	Machines []string
 	// Logger receives connection events (rejected intruders at Warn); nil
 	// discards them. Connect adds a "rank" attribute.
 	Logger *slog.Logger
@@ -77,6 +89,8 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("tcptransport: rank %d out of range [0, %d): %w", c.Rank, c.Size, collective.ErrInvalid)
 	case len(c.Addrs) != c.Size:
 		return c, fmt.Errorf("tcptransport: %d addresses for %d ranks: %w", len(c.Addrs), c.Size, collective.ErrInvalid)
+	case c.Machines != nil && len(c.Machines) != c.Size:
+		return c, fmt.Errorf("tcptransport: %d machines for %d ranks: %w", len(c.Machines), c.Size, collective.ErrInvalid)
 	case len(c.Secret) != auth.SecretSize:
 		return c, fmt.Errorf("tcptransport: secret is %d bytes, want %d: %w", len(c.Secret), auth.SecretSize, collective.ErrInvalid)
 	case c.HandshakeTimeout < 0:

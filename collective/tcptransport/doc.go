@@ -145,7 +145,10 @@
 // virtual machine waking an idle virtual CPU, cost more than a small
 // message takes to arrive. Polling is off where it would take processors
 // that other ranks need: when the ranks on this host (by the host part of
-// their addresses) outnumber its CPUs. A poll that runs out of budget does
+// their addresses) outnumber its CPUs, or the ranks on its machine do
+// (Config.Machines: hosts with addresses of their own on one kernel and
+// the same processors, such as network namespaces or containers of one
+// node; package hvd fills it in from jobenv.MachineID). A poll that runs out of budget does
 // not stop the next one: when a rank parks, its slow wake-up makes its
 // peer's poll fail too, and every back-off tried (after failures in a row,
 // or while few polls paid) kept ranks parking and made the median 4 KiB

@@ -92,7 +92,7 @@ func TestPollsLarge(t *testing.T) {
 		{"two hosts", tuning{}, addrs(1, 1), false},
 		{"spin set", tuning{spin: time.Millisecond}, addrs(cpus), false},
 	} {
-		if got := c.tun.normalize(0, c.addrs).pollsLarge(); got != c.want {
+		if got := c.tun.normalize(0, c.addrs, nil).pollsLarge(); got != c.want {
 			t.Errorf("%s (%d processors): pollsLarge %v, want %v", c.what, cpus, got, c.want)
 		}
 	}

@@ -131,10 +131,10 @@ func TestRawIOOnlyWhereRanksPark(t *testing.T) {
 	for i := range over {
 		over[i] = fmt.Sprintf("10.0.0.1:%d", 7000+i)
 	}
-	if tun := (tuning{}).normalize(0, over); !tun.parksOnly(true) || tun.parksOnly(false) {
+	if tun := (tuning{}).normalize(0, over, nil); !tun.parksOnly(true) || tun.parksOnly(false) {
 		t.Errorf("more ranks than processors: parks only %v over TCP, %v with shared memory; want true, false", tun.parksOnly(true), tun.parksOnly(false))
 	}
-	if tun := (tuning{spin: time.Hour}).normalize(0, over); tun.parksOnly(true) {
+	if tun := (tuning{spin: time.Hour}).normalize(0, over, nil); tun.parksOnly(true) {
 		t.Error("a rank whose TCP reads poll parks only")
 	}
 	for _, c := range []struct {

@@ -51,7 +51,7 @@ func connect(ctx context.Context, ln *Listener, cfg Config, tun tuning) (collect
 		}
 		return nil, err
 	}
-	tun = tun.normalize(cfg.Rank, cfg.Addrs)
+	tun = tun.normalize(cfg.Rank, cfg.Addrs, cfg.Machines)
 	tun.rawIO = tun.parksOnly(cfg.NoSharedMemory)
 	tun.log = cfg.Logger
 	tun.crossCongestion, tun.congestionWarned = crossChoice(cfg.Congestion), new(atomic.Bool)

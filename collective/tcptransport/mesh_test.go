@@ -218,6 +218,7 @@ func TestConnectValidatesConfig(t *testing.T) {
 		{"size", func(c *Config) { c.Size = 0 }, "size 0"},
 		{"rank", func(c *Config) { c.Rank = 2 }, "rank 2 out of range"},
 		{"addrs", func(c *Config) { c.Addrs = c.Addrs[:1] }, "1 addresses for 2 ranks"},
+		{"machines", func(c *Config) { c.Machines = []string{"m", "m", "m"} }, "3 machines for 2 ranks"},
 		{"secret", func(c *Config) { c.Secret = c.Secret[:16] }, "secret is 16 bytes"},
 		{"timeout", func(c *Config) { c.HandshakeTimeout = -1 }, "negative handshake timeout"},
 	}

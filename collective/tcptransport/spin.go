@@ -23,8 +23,11 @@ const spinBudget = 200 * time.Microsecond
 // autoSpin returns the busy-polling budget of rank and, where that is
 // zero, how long its shared-memory recvs poll before they yield (see
 // quickLook): spinBudget, or zero (and quickLook with exactly one
-// processor per rank) unless the ranks on this host (those whose address has rank's host part)
-// are fewer than its processors. A rank that polls without a spare
+// processor per rank) unless the ranks on this host (those whose address
+// has rank's host part) are fewer than its processors; and zero for both
+// where the ranks that share this rank's processors (this host's and
+// those of its machine, see Config.Machines) outnumber them. A rank that
+// polls without a spare
 // processor holds one that another rank needs, to compute or to send what
 // is being waited for. Two ranks training mnist on the 2-CPU test VM (one
 // processor each, GOMAXPROCS=1, four alternating launches of an epoch)
@@ -35,9 +38,26 @@ const spinBudget = 200 * time.Microsecond
 // 4 KiB all-reduce four times slower (1.47 ms against 0.37 ms) and the
 // 1 MiB one 16% slower; with four ranks in one process, 4 KiB took 10-30%
 // longer on twice the processor time.
-func autoSpin(rank int, addrs []string) (spin, quick time.Duration) {
+//
+// Ranks on hosts of their own by address can still share processors, and
+// then polling costs what it costs on one host. On the emulated hosts of
+// internal/testlab (network namespaces of the 2-CPU test VM), before ranks
+// knew their machines, each of 4 hosts × 1 rank polled its small receives
+// for spinBudget; counted by machine (4 ranks on 2 processors) none polls.
+// Five interleaved launches of lab_bench.sh without a rate limit, against
+// the build before (2026-11-29): on 4 × 1 a 4 KiB all-reduce took 115
+// against 412 µs, and busbw was 0.366 against 0.156 GB/s at 64 KiB, 0.73
+// against 0.56 at 256 KiB, 1.58 against 1.40 at 1 MiB, 1.63 against 1.60
+// at 64 MiB; on 2 × 2 (whose 2 ranks per host already filled its
+// processors) 4 KiB took 65.5 against 68.7 µs, 64 KiB 0.349 against 0.296
+// GB/s, 1-64 MiB within 3%. At 2 Gbit/s (three launches) 2 × 2 moved 64
+// MiB at 0.358 against 0.357 and 4 × 1 64 KiB at 0.192 against 0.158. mnist
+// (gorun -np 4, one epoch, five alternating pairs) trained at a median 9.0k
+// against 4.3k samples/s on 4 × 1, faster in every pair, and at 22.2k
+// against 22.2k on 2 × 2.
+func autoSpin(rank int, addrs, machines []string) (spin, quick time.Duration) {
 	switch local, cpus := localRanks(rank, addrs), runtime.NumCPU(); {
-	case local > cpus:
+	case local > cpus || sharingRanks(rank, addrs, machines) > cpus:
 		return 0, 0
 	case local == cpus:
 		return 0, quickLook
@@ -68,6 +88,23 @@ func localRanks(rank int, addrs []string) int {
 	return local
 }
 
+// sharingRanks counts the ranks that share rank's processors: those whose
+// address has rank's host part, and those whose machine is rank's (where
+// that is known), rank included.
+func sharingRanks(rank int, addrs, machines []string) int {
+	var self string
+	if len(machines) == len(addrs) {
+		self = machines[rank]
+	}
+	host, n := hostOf(addrs[rank]), 0
+	for i, a := range addrs {
+		if hostOf(a) == host || self != "" && machines[i] == self {
+			n++
+		}
+	}
+	return n
+}
+
 // tcpLook is how long a small Recv on a TCP link busy-polls when the host
 // has exactly one processor per rank, where shared-memory links look for
 // quickLook and then yield. A TCP poll is a non-blocking readv, so the
@@ -82,8 +119,9 @@ func localRanks(rank int, addrs []string) int {
 // trained no slower (eight alternating launches of an epoch: medians 32.1k
 // never polling, 33.1k with 20 µs; 200 µs gained no more). A rank polls
 // only while it waits for a message, on a processor of its own. Only a job
-// whose ranks are all on this host polls so: a host cannot tell whether
-// its peers' "hosts" share its processors, and on the emulated hosts
+// whose ranks are all on this host polls so: a rank whose peers' "hosts"
+// share its processors knows it only where they said their machines (see
+// Config.Machines), and on the emulated hosts
 // (internal/testlab: network namespaces of one 2-CPU VM, 2 × 2 ranks)
 // polling cross-host links made the 4 KiB to 1 MiB all-reduces 11-25%
 // slower (busbw 0.063 against 0.084 GB/s at 4 KiB, 0.945 against 1.057

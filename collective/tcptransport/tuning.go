@@ -90,9 +90,6 @@ type tuning struct {
 	eager func(rank, size int) []int
 }
 
-// normalize fills in the shipped value of every setting left at zero, for
-// rank of a job whose ranks have addresses addrs, and turns the "none"
-// values into the zero that the code using them tests for.
 // tcpPoll is how long a small Recv on a TCP link busy-polls (see inbound):
 // spin where the host has processors to spare, tcpLook where it has one per
 // rank.
@@ -113,9 +110,16 @@ func (t tuning) tcpPoll() time.Duration {
 // 184 against 209, 4 MiB 666 against 814 (Open MPI TCP 80, 170 and 989);
 // 2 MiB and 64 MiB even; mnist at np 2 over the same links trained faster
 // in each of five alternating pairs (30.8-34.2k against 30.2-31.2k
-// samples/s). Across hosts a rank cannot tell whether its peer's "host"
-// shares its processors (the emulated hosts do), and there polling large
-// exchanges made half the launches five times slower (see exchangeOp.run).
+// samples/s). Across hosts large exchanges do not poll, even where the
+// ranks' machines (Config.Machines) show a processor for each: on 2
+// emulated hosts × 1 rank (one 2-CPU machine), polling them for the
+// small ones' spinBudget moved 512 KiB to 4 MiB all-reduces faster (five
+// interleaved launches: 512 KiB 5.00 against 3.06 GB/s busbw, 1 MiB 5.07
+// against 4.45), but mnist trained at a median 9.4k against 11.5k
+// samples/s (eight alternating launches; 10.7k polling for 50 µs). Each
+// rank there runs GOMAXPROCS 2 on the two processors, which its polling
+// takes turns on. (Before, on BBR, polling them made half the launches
+// five times slower; see exchangeOp.run.)
 func (t tuning) pollsLarge() bool { return t.spin == 0 && t.tcpSpin > 0 }
 
 // parksOnly reports whether a rank with these (normalized) settings waits
@@ -123,7 +127,11 @@ func (t tuning) pollsLarge() bool { return t.spin == 0 && t.tcpSpin > 0 }
 // poll, and with noShm it has no shared-memory link, whose waits poll.
 func (t tuning) parksOnly(noShm bool) bool { return t.tcpPoll() == 0 && noShm }
 
-func (t tuning) normalize(rank int, addrs []string) tuning {
+// normalize fills in the shipped value of every setting left at zero, for
+// rank of a job whose ranks have addresses addrs and machines machines
+// (see Config.Machines), and turns the "none" values into the zero that
+// the code using them tests for.
+func (t tuning) normalize(rank int, addrs, machines []string) tuning {
 	if t.readBuf == 0 {
 		t.readBuf = recvBuffer
 	}
@@ -135,7 +143,7 @@ func (t tuning) normalize(rank int, addrs []string) tuning {
 	}
 	switch {
 	case t.spin == 0:
-		t.spin, t.quick = autoSpin(rank, addrs)
+		t.spin, t.quick = autoSpin(rank, addrs, machines)
 		if t.spin == 0 && t.quick > 0 && localRanks(rank, addrs) == len(addrs) {
 			t.tcpSpin = tcpLook
 		}
