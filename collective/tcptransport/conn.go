@@ -43,7 +43,7 @@ func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings)
 	c.recvWatch.init(c, opRecv)
 	if rings == nil {
 		l := newTCPLink(c, tun.readBuf, tun.tcpPoll(), tun.rawIO)
-		l.pollLarge = tun.pollsLarge()
+		l.largeLook = tun.largeLook()
 		c.link = l
 		return c
 	}

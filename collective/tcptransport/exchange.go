@@ -96,17 +96,18 @@ type exchangeOp struct {
 // run moves both frames: it retries non-blocking writev and readv calls
 // while either makes progress, and when neither does it sleeps until a
 // socket is ready: on the netpoller when one direction is left, in ppoll
-// when both are. Only an exchange whose received payload is at most
-// pollMax first polls, for the receiving socket's spin budget, as a small
-// Recv does (see inbound); where every rank has a processor of its own on
-// this one host, exchanges of any size do (tcpLink.pollLarge, see
-// tuning.pollsLarge). Two ranks across emulated hosts (internal/testlab,
-// unlimited veth links) on the loaded 2-CPU test VM ran a 64 KiB
-// all-reduce at a median 79.5 µs sleeping at once against 33 µs for the
-// pipelined executor's polling Recv, and at 28.5 µs polling here (twelve
-// interleaved launches). Larger exchanges do not poll there: at 256 KiB,
-// polling took a median 100-117 µs in half of six launches and 561-574 µs
-// in the others, the latter when both ranks shared a processor (taskset
+// when both are. An exchange whose received payload is at most pollMax
+// first polls, for the receiving socket's spin budget, as a small Recv
+// does (see inbound); a larger one polls for tcpLink.largeLook, which is
+// zero unless the rank knows that every rank that shares its processors
+// has one of its own (see tuning.largeLook). Two ranks across emulated
+// hosts (internal/testlab, unlimited veth links) on the loaded 2-CPU test
+// VM ran a 64 KiB all-reduce at a median 79.5 µs sleeping at once against
+// 33 µs for the pipelined executor's polling Recv, and at 28.5 µs polling
+// here (twelve interleaved launches). Larger exchanges polling there for
+// the whole spin budget, on BBR and before ranks knew their machines: at
+// 256 KiB, polling took a median 100-117 µs in half of six launches and
+// 561-574 µs in the others, the latter when both ranks shared a processor (taskset
 // reproduced it: the poller holds the processor its peer needs;
 // sched_yield in place of runtime.Gosched helped only some of the time),
 // while sleeping at once took 176-294 µs (median 198), against 225-300 µs
@@ -114,8 +115,8 @@ type exchangeOp struct {
 // ends the other one too (its stream position is lost), with the cause
 // that it was closed here.
 func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
-	var spin time.Duration
-	if x.qlen <= pollMax || x.rl.pollLarge {
+	spin := x.rl.largeLook
+	if x.qlen <= pollMax {
 		spin = x.rl.r.spin
 	}
 	var idle, shared time.Time

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestExchangeRing(t *testing.T) {
 			exchangeRing(t, 3, size, 0, 3*maxIov/2)
 		})
 	}
-	// Large exchanges that poll (tuning.pollsLarge), for a budget far
+	// Large exchanges that poll (tuning.largeLook), for a budget far
 	// beyond any wait here.
 	for _, size := range []int{100 << 10, 8 << 20} {
 		t.Run(fmt.Sprintf("pollLarge/n2/%d", size), func(t *testing.T) {
@@ -66,11 +67,14 @@ func TestExchangeRing(t *testing.T) {
 	}
 }
 
-// TestPollsLarge: exchanges of every size poll only where every rank of
-// the job is on this host with a processor of its own; not with more
-// ranks than processors, not across hosts (where a rank polls small
-// frames for spinBudget), and not where spin is set by hand.
-func TestPollsLarge(t *testing.T) {
+// TestLargeLook: exchanges beyond pollMax poll only where the rank knows
+// that polling takes no processor another rank needs: all ranks on this
+// host, one processor each (tcpSpin); or every rank's machine known and
+// a processor to spare on this one (tcpLook). Not with as many ranks as
+// processors on this machine across hosts, nor more on this host or
+// machine; not across hosts whose machines are unknown, wholly or in
+// part; not where spin is set by hand.
+func TestLargeLook(t *testing.T) {
 	addrs := func(hosts ...int) []string {
 		var a []string
 		for h, n := range hosts {
@@ -80,20 +84,38 @@ func TestPollsLarge(t *testing.T) {
 		}
 		return a
 	}
+	// ones is n hosts of one rank each.
+	ones := func(n int) []string { return addrs(slices.Repeat([]int{1}, n)...) }
+	same := func(n int) []string { return slices.Repeat([]string{"m"}, n) }
 	cpus := runtime.NumCPU()
+	// spare is the look of a rank that shares its machine's processors
+	// with n ranks in all, on hosts of their own.
+	spare := func(n int) time.Duration {
+		if n < cpus {
+			return tcpLook
+		}
+		return 0
+	}
 	for _, c := range []struct {
-		what  string
-		tun   tuning
-		addrs []string
-		want  bool
+		what     string
+		tun      tuning
+		addrs    []string
+		machines []string
+		want     time.Duration
 	}{
-		{"one rank per processor, one host", tuning{}, addrs(cpus), true},
-		{"more ranks than processors", tuning{}, addrs(cpus + 1), false},
-		{"two hosts", tuning{}, addrs(1, 1), false},
-		{"spin set", tuning{spin: time.Millisecond}, addrs(cpus), false},
+		{"one rank per processor, one host", tuning{}, addrs(cpus), nil, tcpLook},
+		{"more ranks than processors", tuning{}, addrs(cpus + 1), nil, 0},
+		{"two hosts, machines unknown", tuning{}, addrs(1, 1), nil, 0},
+		{"two hosts, one machine unknown", tuning{}, addrs(1, 1), []string{"m", ""}, 0},
+		{"two hosts, one machine", tuning{}, addrs(1, 1), same(2), spare(2)},
+		{"two hosts, two machines", tuning{}, addrs(1, 1), []string{"m", "n"}, spare(1)},
+		{"as many hosts as processors, one machine", tuning{}, ones(max(cpus, 2)), same(max(cpus, 2)), 0},
+		{"more hosts than processors, one machine", tuning{}, ones(cpus + 1), same(cpus + 1), 0},
+		{"spin set", tuning{spin: time.Millisecond}, addrs(cpus), nil, 0},
+		{"spin set, machines known", tuning{spin: time.Millisecond}, addrs(1, 1), same(2), 0},
 	} {
-		if got := c.tun.normalize(0, c.addrs, nil).pollsLarge(); got != c.want {
-			t.Errorf("%s (%d processors): pollsLarge %v, want %v", c.what, cpus, got, c.want)
+		if got := c.tun.normalize(0, c.addrs, c.machines).largeLook(); got != c.want {
+			t.Errorf("%s (%d processors): largeLook %v, want %v", c.what, cpus, got, c.want)
 		}
 	}
 }
@@ -115,7 +137,7 @@ func cut(p []byte, k, seed int) [][]byte {
 }
 
 // A negative spin is a polling budget of -spin for exchanges of any size
-// (tuning.pollsLarge), which the links must then have.
+// (tuning.largeLook), which the links must then have.
 func exchangeRing(t *testing.T, n, size int, spin time.Duration, pieces int) {
 	tun := tuning{spin: spin}
 	if spin < 0 {
@@ -127,9 +149,9 @@ func exchangeRing(t *testing.T, n, size int, spin time.Duration, pieces int) {
 			if p == r {
 				continue
 			}
-			// With spin 0 the rule decides (TestPollsLarge).
-			if l := tr.(*transport).slots[p].formed.Load().link.(*tcpLink); spin != 0 && l.pollLarge != (spin < 0) {
-				t.Fatalf("rank %d's link to %d: pollLarge %v with spin %v", r, p, l.pollLarge, spin)
+			// With spin 0 the rule decides (TestLargeLook).
+			if l := tr.(*transport).slots[p].formed.Load().link.(*tcpLink); spin != 0 && l.largeLook != max(-spin, 0) {
+				t.Fatalf("rank %d's link to %d: largeLook %v with spin %v", r, p, l.largeLook, spin)
 			}
 		}
 	}

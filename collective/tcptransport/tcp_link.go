@@ -55,10 +55,10 @@ type tcpLink struct {
 
 	sec *secureLanes // with TLS: the sessions the frames go through instead; nil on a plain link
 
-	// pollLarge lets an Exchange of any size poll its receiving socket,
-	// not only one of at most pollMax (see exchangeOp.run and
-	// tuning.pollsLarge).
-	pollLarge bool
+	// largeLook is how long an Exchange larger than pollMax polls its
+	// receiving socket before it sleeps (see exchangeOp.run and
+	// tuning.largeLook); zero: not at all.
+	largeLook time.Duration
 }
 
 // newTCPLink carries c's frames over its sockets, or over the TLS sessions

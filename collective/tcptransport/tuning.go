@@ -3,6 +3,8 @@ package tcptransport
 import (
 	"log/slog"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -35,6 +37,11 @@ type tuning struct {
 	// rank and every rank of the job is on it (see tcpLook); zero
 	// otherwise.
 	tcpSpin time.Duration
+	// spareKnown says that spin is automatic, every rank said its machine
+	// (Config.Machines), so that the ranks that share this rank's
+	// processors were all counted, and they are fewer than the processors
+	// (see largeLook).
+	spareKnown bool
 	// rawIO makes the non-blocking readv and writev of TCP links raw
 	// system calls, which skip the Go scheduler's entersyscall and
 	// exitsyscall (set by connect): where the rank only parks (see
@@ -100,27 +107,45 @@ func (t tuning) tcpPoll() time.Duration {
 	return t.tcpSpin
 }
 
-// pollsLarge reports whether an Exchange polls its receiving socket
-// whatever the size of its frame (tcpLook, before it sleeps), not only up
-// to pollMax: where every rank of the job is on this host and each has a
-// processor of its own (tcpSpin), so that a rank that polls holds no
-// processor its peer needs. Two ranks on the 2-CPU test VM over loopback
-// TCP (--no-shared-memory), six interleaved launches against the build
-// that polled only small exchanges: 256 KiB 64.5 against 76.9 µs, 1 MiB
-// 184 against 209, 4 MiB 666 against 814 (Open MPI TCP 80, 170 and 989);
-// 2 MiB and 64 MiB even; mnist at np 2 over the same links trained faster
-// in each of five alternating pairs (30.8-34.2k against 30.2-31.2k
-// samples/s). Across hosts large exchanges do not poll, even where the
-// ranks' machines (Config.Machines) show a processor for each: on 2
-// emulated hosts × 1 rank (one 2-CPU machine), polling them for the
-// small ones' spinBudget moved 512 KiB to 4 MiB all-reduces faster (five
-// interleaved launches: 512 KiB 5.00 against 3.06 GB/s busbw, 1 MiB 5.07
-// against 4.45), but mnist trained at a median 9.4k against 11.5k
-// samples/s (eight alternating launches; 10.7k polling for 50 µs). Each
-// rank there runs GOMAXPROCS 2 on the two processors, which its polling
-// takes turns on. (Before, on BBR, polling them made half the launches
-// five times slower; see exchangeOp.run.)
-func (t tuning) pollsLarge() bool { return t.spin == 0 && t.tcpSpin > 0 }
+// largeLook is how long an Exchange whose frame is larger than pollMax
+// polls its receiving socket before it sleeps; zero: it sleeps at once.
+// A rank polls large exchanges only where it knows that its polling takes
+// no processor another rank needs: tcpSpin where every rank of the job is
+// on this host, one processor each; tcpLook where every rank said its
+// machine and those that share this rank's processors are fewer than
+// them (spareKnown).
+//
+// Two ranks on the 2-CPU test VM over loopback TCP (--no-shared-memory),
+// six interleaved launches against the build that polled only small
+// exchanges: 256 KiB 64.5 against 76.9 µs, 1 MiB 184 against 209, 4 MiB
+// 666 against 814 (Open MPI TCP 80, 170 and 989); 2 MiB and 64 MiB even;
+// mnist at np 2 over the same links trained faster in each of five
+// alternating pairs (30.8-34.2k against 30.2-31.2k samples/s).
+//
+// Across hosts, a machine with a processor to spare cannot be made on
+// that VM; 2 emulated hosts × 1 rank (network namespaces: one machine, a
+// processor each and none to spare; 2026-11-29) show both sides of it.
+// Polling their large exchanges for tcpLook moved 256 KiB at 3.49
+// against 3.18 GB/s busbw, 1 MiB at 5.59 against 4.63 and 16 MiB at 4.40
+// against 3.36 (six interleaved launches of lab_bench.sh; Open MPI TCP
+// 2.44, 1.93, 1.75), while mnist trained at a median 11.2k against
+// 11.8k samples/s, slower in 14 of 22 alternating pairs; for the small
+// ones' spinBudget instead, 9.4k against 11.5k (eight pairs). Each rank
+// there computes with GOMAXPROCS 2 on the machine's two processors, and
+// a poll takes turns on them; with a processor to spare it takes none.
+// Where machines are unknown, the emulated hosts would look like
+// separate machines with processors to spare; polling large exchanges
+// there, before on BBR, made half the launches five times slower (see
+// exchangeOp.run).
+func (t tuning) largeLook() time.Duration {
+	switch {
+	case t.spin == 0 && t.tcpSpin > 0:
+		return t.tcpSpin
+	case t.spin > 0 && t.spareKnown:
+		return tcpLook
+	}
+	return 0
+}
 
 // parksOnly reports whether a rank with these (normalized) settings waits
 // for every message by parking on the netpoller: its TCP reads never
@@ -147,6 +172,8 @@ func (t tuning) normalize(rank int, addrs, machines []string) tuning {
 		if t.spin == 0 && t.quick > 0 && localRanks(rank, addrs) == len(addrs) {
 			t.tcpSpin = tcpLook
 		}
+		t.spareKnown = len(machines) == len(addrs) && !slices.Contains(machines, "") &&
+			sharingRanks(rank, addrs, machines) < runtime.NumCPU()
 	case t.spin < 0:
 		t.spin = 0
 	}
