@@ -5,9 +5,11 @@
 // TF_CONFIG), the elastic job's generations in the rendezvous (Generation,
 // PublishGeneration, AwaitGeneration, ExchangeAddrs, Heartbeat), the
 // reports a failing rank leaves for its launcher (FailedBecauseKey,
-// SilentBecause) and the choice of a worker's data-plane address
-// (DataPlaneHost). It reads nothing but what it is given (getenv), and
-// starts no process.
+// SilentBecause), the choice of a worker's data-plane address
+// (DataPlaneHost) and the name of the machine whose processors it runs on
+// (MachineID). Beyond two files under /proc (MachineID) and the host's
+// network interfaces and routes (DataPlaneHost), it reads only what it is
+// given (getenv), and it starts no process.
 //
 // # The GOROVOD_* environment
 //

@@ -148,11 +148,11 @@
 // their addresses) outnumber its CPUs, or the ranks on its machine do
 // (Config.Machines: hosts with addresses of their own on one kernel and
 // the same processors, such as network namespaces or containers of one
-// node; package hvd fills it in from jobenv.MachineID). A poll that runs out of budget does
-// not stop the next one: when a rank parks, its slow wake-up makes its
-// peer's poll fail too, and every back-off tried (after failures in a row,
-// or while few polls paid) kept ranks parking and made the median 4 KiB
-// all-reduce up to twice as slow. The budget is long for the same reason
+// node; package hvd fills it in from jobenv.MachineID). A poll that runs
+// out of budget does not stop the next one: when a rank parks, its slow
+// wake-up makes its peer's poll fail too, and every back-off tried (after
+// failures in a row, or while few polls paid) kept ranks parking and made
+// the median 4 KiB all-reduce up to twice as slow. The budget is long for the same reason
 // (see spinBudget). Close, a peer's failure and a cancelled context end a
 // poll as promptly as a parked read. A rank that never polls (more ranks
 // than processors, no shared memory) makes its readv and writev raw system

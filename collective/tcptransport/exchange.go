@@ -107,8 +107,8 @@ type exchangeOp struct {
 // here (twelve interleaved launches). Larger exchanges polling there for
 // the whole spin budget, on BBR and before ranks knew their machines: at
 // 256 KiB, polling took a median 100-117 µs in half of six launches and
-// 561-574 µs in the others, the latter when both ranks shared a processor (taskset
-// reproduced it: the poller holds the processor its peer needs;
+// 561-574 µs in the others, the latter when both ranks shared a processor
+// (taskset reproduced it: the poller holds the processor its peer needs;
 // sched_yield in place of runtime.Gosched helped only some of the time),
 // while sleeping at once took 176-294 µs (median 198), against 225-300 µs
 // (median 286) for the pipelined executor. A failure of either direction

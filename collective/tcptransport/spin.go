@@ -27,9 +27,8 @@ const spinBudget = 200 * time.Microsecond
 // has rank's host part) are fewer than its processors; and zero for both
 // where the ranks that share this rank's processors (this host's and
 // those of its machine, see Config.Machines) outnumber them. A rank that
-// polls without a spare
-// processor holds one that another rank needs, to compute or to send what
-// is being waited for. Two ranks training mnist on the 2-CPU test VM (one
+// polls without a spare processor holds one that another rank needs, to
+// compute or to send what is being waited for. Two ranks training mnist on the 2-CPU test VM (one
 // processor each, GOMAXPROCS=1, four alternating launches of an epoch)
 // ran at a median 35.9k samples/s polling with sched_yield(2) against
 // 31.7k busy-polling, while a bare 4 KiB all-reduce took 3.3 µs rather
