@@ -69,8 +69,8 @@ func TestExchangeRing(t *testing.T) {
 
 // TestLargeLook: exchanges beyond pollMax poll only where the rank knows
 // that polling takes no processor another rank needs: all ranks on this
-// host, one processor each (tcpSpin); or every rank's machine known and
-// a processor to spare on this one (tcpLook). Not with as many ranks as
+// host, one processor each; or every rank's machine known and a
+// processor to spare on this one; both for exchangeLook. Not with as many ranks as
 // processors on this machine across hosts, nor more on this host or
 // machine; not across hosts whose machines are unknown, wholly or in
 // part; not where spin is set by hand.
@@ -92,7 +92,7 @@ func TestLargeLook(t *testing.T) {
 	// with n ranks in all, on hosts of their own.
 	spare := func(n int) time.Duration {
 		if n < cpus {
-			return tcpLook
+			return exchangeLook
 		}
 		return 0
 	}
@@ -103,7 +103,7 @@ func TestLargeLook(t *testing.T) {
 		machines []string
 		want     time.Duration
 	}{
-		{"one rank per processor, one host", tuning{}, addrs(cpus), nil, tcpLook},
+		{"one rank per processor, one host", tuning{}, addrs(cpus), nil, exchangeLook},
 		{"more ranks than processors", tuning{}, addrs(cpus + 1), nil, 0},
 		{"two hosts, machines unknown", tuning{}, addrs(1, 1), nil, 0},
 		{"two hosts, one machine unknown", tuning{}, addrs(1, 1), []string{"m", ""}, 0},

@@ -110,42 +110,53 @@ func (t tuning) tcpPoll() time.Duration {
 // largeLook is how long an Exchange whose frame is larger than pollMax
 // polls its receiving socket before it sleeps; zero: it sleeps at once.
 // A rank polls large exchanges only where it knows that its polling takes
-// no processor another rank needs: tcpSpin where every rank of the job is
-// on this host, one processor each; tcpLook where every rank said its
+// no processor another rank needs: where every rank of the job is on this
+// host, one processor each (tcpSpin), or where every rank said its
 // machine and those that share this rank's processors are fewer than
-// them (spareKnown).
-//
-// Two ranks on the 2-CPU test VM over loopback TCP (--no-shared-memory),
-// six interleaved launches against the build that polled only small
-// exchanges: 256 KiB 64.5 against 76.9 µs, 1 MiB 184 against 209, 4 MiB
-// 666 against 814 (Open MPI TCP 80, 170 and 989); 2 MiB and 64 MiB even;
-// mnist at np 2 over the same links trained faster in each of five
-// alternating pairs (30.8-34.2k against 30.2-31.2k samples/s).
+// them (spareKnown). Either way for exchangeLook, or tcpSpin if a test
+// set it longer.
 //
 // Across hosts, a machine with a processor to spare cannot be made on
-// that VM; 2 emulated hosts × 1 rank (network namespaces: one machine, a
-// processor each and none to spare; 2026-11-29) show both sides of it.
-// Polling their large exchanges for tcpLook moved 256 KiB at 3.49
-// against 3.18 GB/s busbw, 1 MiB at 5.59 against 4.63 and 16 MiB at 4.40
-// against 3.36 (six interleaved launches of lab_bench.sh; Open MPI TCP
-// 2.44, 1.93, 1.75), while mnist trained at a median 11.2k against
-// 11.8k samples/s, slower in 14 of 22 alternating pairs; for the small
-// ones' spinBudget instead, 9.4k against 11.5k (eight pairs). Each rank
-// there computes with GOMAXPROCS 2 on the machine's two processors, and
-// a poll takes turns on them; with a processor to spare it takes none.
-// Where machines are unknown, the emulated hosts would look like
-// separate machines with processors to spare; polling large exchanges
-// there, before on BBR, made half the launches five times slower (see
-// exchangeOp.run).
+// the 2-CPU test VM; 2 emulated hosts × 1 rank (network namespaces: one
+// machine, a processor each and none to spare; 2026-11-29) show both
+// sides of it. Polling their large exchanges for 20 µs moved 256 KiB at
+// 3.49 against 3.18 GB/s busbw, 1 MiB at 5.59 against 4.63 and 16 MiB at
+// 4.40 against 3.36 (six interleaved launches of lab_bench.sh; Open MPI
+// TCP 2.44, 1.93, 1.75), while mnist trained at a median 11.2k against
+// 11.8k samples/s, slower in 14 of 22 alternating pairs; for 50 µs 10.7k
+// against 11.5k, and for the small ones' spinBudget 9.4k (eight pairs).
+// Each rank there computes with GOMAXPROCS 2 on the machine's two
+// processors, and a poll takes turns on them; with a processor to spare
+// it takes none. Where machines are unknown, the emulated hosts would look
+// like separate machines with processors to spare; polling large
+// exchanges there, before on BBR, made half the launches five times
+// slower (see exchangeOp.run).
 func (t tuning) largeLook() time.Duration {
 	switch {
 	case t.spin == 0 && t.tcpSpin > 0:
-		return t.tcpSpin
+		return max(t.tcpSpin, exchangeLook)
 	case t.spin > 0 && t.spareKnown:
-		return tcpLook
+		return exchangeLook
 	}
 	return 0
 }
+
+// exchangeLook is how long an Exchange larger than pollMax polls where it
+// polls at all (see largeLook). Two ranks on the 2-CPU test VM over
+// loopback TCP (--no-shared-memory): polling them for tcpLook (20 µs)
+// rather than not at all, six interleaved launches, took 256 KiB in 64.5
+// against 76.9 µs, 1 MiB in 184 against 209 and 4 MiB in 666 against 814
+// (Open MPI TCP 80, 170 and 989), 2 MiB and 64 MiB even, and mnist at np
+// 2 over the same links trained faster in each of five alternating pairs
+// (30.8-34.2k against 30.2-31.2k samples/s). 50 µs rather than 20
+// (2026-11-29, two runs of five interleaved launches each): 256 KiB 56.4
+// against 67.5 µs and 70.0 against 90.3, 1 MiB 143 against 156 and 209
+// against 279, 4 MiB 596 against 652 and 947 against 1024, 4 KiB and 64
+// KiB within 3%, 16 and 64 MiB 4-5% faster (Open MPI TCP at 1 MiB 167
+// and 225); mnist at np 2 over TCP trained at a median 33.7k against
+// 33.4k samples/s (ten alternating pairs, five faster). 100 and 200 µs
+// (the first run) came within 6% of 50.
+const exchangeLook = 50 * time.Microsecond
 
 // parksOnly reports whether a rank with these (normalized) settings waits
 // for every message by parking on the netpoller: its TCP reads never
