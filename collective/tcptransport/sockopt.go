@@ -31,13 +31,12 @@ const sameHostCongestion = "reno"
 // 199 µs (Open MPI 182), at 64 KiB 52, 49 and 46 (Open MPI 46). That is
 // six interleaved launches of examples/allreduce_bench/lab_bench.sh with
 // RATE=none LAYOUTS=2x1 SIZES=64K,512K,1M,4M,64M PEERS="auto cc-bbr
-// cc-cubic ompi" REPS=6. BBR paces with timers where
-// the device has no fq qdisc; CUBIC's delay-based exit from slow start
-// probably mistakes the processors' queueing for congestion (not measured
-// further). Reno only grows
-// its window until loss, which in a cluster's network is rare and short to
-// recover from (a round trip is tens of microseconds); across a lossy or
-// long-distance path the host's own choice may do better, and
+// cc-cubic ompi" REPS=6. BBR paces with timers where the device has no fq
+// qdisc; CUBIC's delay-based exit from slow start probably mistakes the
+// processors' queueing for congestion (not measured further). Reno only
+// grows its window until loss, which in a cluster's network is rare and
+// short to recover from (a round trip is tens of microseconds); across a
+// lossy or long-distance path the host's own choice may do better, and
 // settings.HostCongestion keeps it.
 const crossHostCongestion = "reno"
 

@@ -20,19 +20,19 @@ import (
 // short budgets fail in runs.
 const spinBudget = 200 * time.Microsecond
 
-// autoSpin returns the busy-polling budget of rank and, where that is
+// autoSpin returns the busy-polling budget of a rank and, where that is
 // zero, how long its shared-memory recvs poll before they yield (see
-// quickLook): spinBudget, or zero (and quickLook with exactly one
-// processor per rank) unless the ranks on this host (those whose address
-// has rank's host part) are fewer than its processors; and zero for both
-// where the ranks that share this rank's processors (this host's and
-// those of its machine, see Config.Machines) outnumber them. A rank that
-// polls without a spare processor holds one that another rank needs, to
-// compute or to send what is being waited for. Two ranks training mnist on the 2-CPU test VM (one
-// processor each, GOMAXPROCS=1, four alternating launches of an epoch)
-// ran at a median 35.9k samples/s polling with sched_yield(2) against
-// 31.7k busy-polling, while a bare 4 KiB all-reduce took 3.3 µs rather
-// than 2.0. With four
+// quickLook), from the ranks on its host (local, by address) and those
+// that share its processors (sharing: its host's and its machine's, see
+// sharingRanks): spinBudget, or zero (and quickLook with exactly one
+// processor per rank) unless the local ranks are fewer than its
+// processors; and zero for both where the sharing ranks outnumber them. A
+// rank that polls without a spare processor holds one that another rank
+// needs, to compute or to send what is being waited for. Two ranks
+// training mnist on the 2-CPU test VM (one processor each, GOMAXPROCS=1,
+// four alternating launches of an epoch) ran at a median 35.9k samples/s
+// polling with sched_yield(2) against 31.7k busy-polling, while a bare 4
+// KiB all-reduce took 3.3 µs rather than 2.0. With four
 // ranks in separate processes on the 2-CPU test VM, forced polling made the
 // 4 KiB all-reduce four times slower (1.47 ms against 0.37 ms) and the
 // 1 MiB one 16% slower; with four ranks in one process, 4 KiB took 10-30%
@@ -54,9 +54,9 @@ const spinBudget = 200 * time.Microsecond
 // (gorun -np 4, one epoch, five alternating pairs) trained at a median 9.0k
 // against 4.3k samples/s on 4 × 1, faster in every pair, and at 22.2k
 // against 22.2k on 2 × 2.
-func autoSpin(rank int, addrs, machines []string) (spin, quick time.Duration) {
-	switch local, cpus := localRanks(rank, addrs), runtime.NumCPU(); {
-	case local > cpus || sharingRanks(rank, addrs, machines) > cpus:
+func autoSpin(local, sharing int) (spin, quick time.Duration) {
+	switch cpus := runtime.NumCPU(); {
+	case sharing > cpus: // never fewer than local
 		return 0, 0
 	case local == cpus:
 		return 0, quickLook
@@ -74,22 +74,10 @@ func autoSpin(rank int, addrs, machines []string) (spin, quick time.Duration) {
 // off its processor, the same 10 µs took 4 KiB from 23-33 µs to 40-44.
 const quickLook = 10 * time.Microsecond
 
-// localRanks counts the ranks whose address has rank's host part, rank
-// included.
-func localRanks(rank int, addrs []string) int {
-	self := hostOf(addrs[rank])
-	local := 0
-	for _, a := range addrs {
-		if hostOf(a) == self {
-			local++
-		}
-	}
-	return local
-}
-
-// sharingRanks counts the ranks that share rank's processors: those whose
-// address has rank's host part, and those whose machine is rank's (where
-// that is known), rank included.
+// sharingRanks counts the ranks that share rank's processors, rank
+// included: those whose address has rank's host part, and those whose
+// machine is rank's where that is known. With nil machines it counts the
+// ranks on rank's host.
 func sharingRanks(rank int, addrs, machines []string) int {
 	var self string
 	if len(machines) == len(addrs) {

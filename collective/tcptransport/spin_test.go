@@ -33,12 +33,13 @@ func TestAutoSpin(t *testing.T) {
 		if c.local == 0 {
 			continue
 		}
-		spin, quick := autoSpin(0, addrs(c.local, c.remote), nil)
+		a := addrs(c.local, c.remote)
+		spin, quick := autoSpin(sharingRanks(0, a, nil), sharingRanks(0, a, nil))
 		if busy := spin > 0; busy != c.busy || (quick == quickLook) != c.quick || (quick != 0 && quick != quickLook) {
 			t.Errorf("%d local and %d remote ranks on %d CPUs: spin %v quick %v, want busy %v quick %v", c.local, c.remote, cpus, spin, quick, c.busy, c.quick)
 		}
 	}
-	if spin, _ := autoSpin(0, []string{"no-port"}, nil); spin != spinBudget && cpus > 1 {
+	if spin, _ := autoSpin(sharingRanks(0, []string{"no-port"}, nil), 1); spin != spinBudget && cpus > 1 {
 		t.Error("an address without a port is a host of its own")
 	}
 }
@@ -116,7 +117,7 @@ func TestAutoSpinMachines(t *testing.T) {
 		{"this rank's machine unknown", over, append([]string{""}, overM[1:]...), alone, quickIf(cpus == 1)},
 	}
 	for _, c := range cases {
-		spin, quick := autoSpin(0, c.addrs, c.machines)
+		spin, quick := autoSpin(sharingRanks(0, c.addrs, nil), sharingRanks(0, c.addrs, c.machines))
 		if spin != c.spin || quick != c.quick {
 			t.Errorf("%s (%d CPUs): spin %v quick %v, want %v and %v", c.name, cpus, spin, quick, c.spin, c.quick)
 		}

@@ -119,12 +119,15 @@ func (t tuning) tcpPoll() time.Duration {
 // Across hosts, a machine with a processor to spare cannot be made on
 // the 2-CPU test VM; 2 emulated hosts × 1 rank (network namespaces: one
 // machine, a processor each and none to spare; 2026-11-29) show both
-// sides of it. Polling their large exchanges for 20 µs moved 256 KiB at
-// 3.49 against 3.18 GB/s busbw, 1 MiB at 5.59 against 4.63 and 16 MiB at
-// 4.40 against 3.36 (six interleaved launches of lab_bench.sh; Open MPI
-// TCP 2.44, 1.93, 1.75), while mnist trained at a median 11.2k against
-// 11.8k samples/s, slower in 14 of 22 alternating pairs; for 50 µs 10.7k
-// against 11.5k, and for the small ones' spinBudget 9.4k (eight pairs).
+// sides of it. A build (not kept) that polled their large exchanges for
+// 20 µs moved 256 KiB at 3.49 against 3.18 GB/s busbw, 1 MiB at 5.59
+// against 4.63 and 16 MiB at 4.40 against 3.36 (six interleaved launches
+// of lab_bench.sh with RATE=none LAYOUTS=2x1, the build before as
+// ALT_BENCH; Open MPI TCP 2.44, 1.93, 1.75), while gorun -np 2 -H
+// host1:1,host2:1 mnist -epochs 1 trained at a median 11.2k against 11.8k
+// samples/s, slower in 14 of 22 alternating pairs; a build whose look an
+// environment variable set trained at 10.7k against 11.5k for 50 µs and
+// 9.4k for the small ones' spinBudget (eight pairs).
 // Each rank there computes with GOMAXPROCS 2 on the machine's two
 // processors, and a poll takes turns on them; with a processor to spare
 // it takes none. Where machines are unknown, the emulated hosts would look
@@ -149,13 +152,15 @@ func (t tuning) largeLook() time.Duration {
 // (Open MPI TCP 80, 170 and 989), 2 MiB and 64 MiB even, and mnist at np
 // 2 over the same links trained faster in each of five alternating pairs
 // (30.8-34.2k against 30.2-31.2k samples/s). 50 µs rather than 20
-// (2026-11-29, two runs of five interleaved launches each): 256 KiB 56.4
-// against 67.5 µs and 70.0 against 90.3, 1 MiB 143 against 156 and 209
-// against 279, 4 MiB 596 against 652 and 947 against 1024, 4 KiB and 64
-// KiB within 3%, 16 and 64 MiB 4-5% faster (Open MPI TCP at 1 MiB 167
-// and 225); mnist at np 2 over TCP trained at a median 33.7k against
-// 33.4k samples/s (ten alternating pairs, five faster). 100 and 200 µs
-// (the first run) came within 6% of 50.
+// (2026-11-29, against the build before, five rounds each running gorun
+// -np 2 --no-shared-memory allreduce_bench -sizes 4096,...,67108864
+// -budget 0.7 of both builds and compare.sh's Open MPI TCP peer): 256 KiB
+// 70.4 against 73.1 µs, 1 MiB 232 against 265, 4 MiB 1009 against 1095,
+// 16 MiB 4186 against 4463 (Open MPI TCP 107, 226, 1292, 5945), 4 KiB and
+// 64 KiB within 3%, 64 MiB even; gorun -np 2 --no-shared-memory mnist
+// -epochs 1 trained at a median 35.1k against 35.0k samples/s (eight
+// alternating pairs). A build whose look an environment variable set (not
+// kept) ran 100 and 200 µs within 6% of 50.
 const exchangeLook = 50 * time.Microsecond
 
 // parksOnly reports whether a rank with these (normalized) settings waits
@@ -179,12 +184,12 @@ func (t tuning) normalize(rank int, addrs, machines []string) tuning {
 	}
 	switch {
 	case t.spin == 0:
-		t.spin, t.quick = autoSpin(rank, addrs, machines)
-		if t.spin == 0 && t.quick > 0 && localRanks(rank, addrs) == len(addrs) {
+		local, sharing := sharingRanks(rank, addrs, nil), sharingRanks(rank, addrs, machines)
+		t.spin, t.quick = autoSpin(local, sharing)
+		if t.spin == 0 && t.quick > 0 && local == len(addrs) {
 			t.tcpSpin = tcpLook
 		}
-		t.spareKnown = len(machines) == len(addrs) && !slices.Contains(machines, "") &&
-			sharingRanks(rank, addrs, machines) < runtime.NumCPU()
+		t.spareKnown = len(machines) == len(addrs) && !slices.Contains(machines, "") && sharing < runtime.NumCPU()
 	case t.spin < 0:
 		t.spin = 0
 	}
