@@ -7,26 +7,32 @@ import (
 )
 
 // TestShareTurn: with a share of 0 every look gives the process's other
-// goroutines a turn; with a positive share only a look at least that long
-// after the last turn does (the first look always does).
+// goroutines a turn; with a positive share the first look starts the
+// clock without one, and only a look at least that long after the last
+// turn (or the first look) gives one.
 func TestShareTurn(t *testing.T) {
+	turns := 0
+	prev := gosched
+	gosched = func() { turns++ }
+	defer func() { gosched = prev }()
 	t0 := time.Unix(100, 0)
 	var last time.Time
 	for i := range 3 {
 		now := t0.Add(time.Duration(i) * time.Microsecond)
 		ShareTurn(0, &last, now)
-		if !last.Equal(now) {
-			t.Fatalf("share 0, look %d: the last turn is %v, want this look's %v", i, last, now)
+		if !last.Equal(now) || turns != i+1 {
+			t.Fatalf("share 0, look %d: the last turn is %v after %d turns, want this look's %v after %d", i, last, turns, now, i+1)
 		}
 	}
-	last = time.Time{}
+	last, turns = time.Time{}, 0
 	for _, c := range []struct {
 		after time.Duration
-		turn  time.Duration // when the last turn is after the look
-	}{{0, 0}, {5 * time.Microsecond, 0}, {19 * time.Microsecond, 0}, {20 * time.Microsecond, 20 * time.Microsecond}, {39 * time.Microsecond, 20 * time.Microsecond}, {41 * time.Microsecond, 41 * time.Microsecond}} {
+		turn  time.Duration // when the last turn (or the first look) is after the first look
+		turns int           // the turns given so far
+	}{{0, 0, 0}, {5 * time.Microsecond, 0, 0}, {19 * time.Microsecond, 0, 0}, {20 * time.Microsecond, 20 * time.Microsecond, 1}, {39 * time.Microsecond, 20 * time.Microsecond, 1}, {41 * time.Microsecond, 41 * time.Microsecond, 2}} {
 		ShareTurn(20*time.Microsecond, &last, t0.Add(c.after))
-		if want := t0.Add(c.turn); !last.Equal(want) {
-			t.Fatalf("share 20µs, a look %v after the first: the last turn is %v after it, want %v", c.after, last.Sub(t0), c.turn)
+		if want := t0.Add(c.turn); !last.Equal(want) || turns != c.turns {
+			t.Fatalf("share 20µs, a look %v after the first: the last turn is %v after it with %d turns, want %v with %d", c.after, last.Sub(t0), turns, c.turn, c.turns)
 		}
 	}
 }
