@@ -336,14 +336,17 @@ func (c *Comm) invalid(op string, seq uint64, format string, args ...any) error 
 // doublingExchanges reports whether a recursive-doubling all-reduce of
 // size ranks counts as lockstep, so that one beyond InlineBytes over TCP
 // runs on the exchange executor rather than the pipelined one: on a power
-// of two ranks (no fold steps) from 4 up. Medians of interleaved launches
-// on the 2-CPU test VM, pipelined against exchanged: 4 ranks over loopback
-// TCP, 40, 48 and 64 KiB 218, 221 and 279 against 138, 130 and 180 µs;
-// 4 emulated hosts of one rank, 583, 585 and 636 against 458, 454 and
-// 503 µs. On 2 ranks the launches varied both ways (2 emulated hosts:
-// 40 KiB 18.2 against 23.2 µs, 64 KiB 38.9 against 25.1), so they stay
-// pipelined.
-func doublingExchanges(size int) bool { return size >= 4 && powerOfTwo(size) }
+// of two ranks (no fold steps). Medians of interleaved launches on the
+// 2-CPU test VM, pipelined against exchanged: 4 ranks over loopback TCP,
+// 40, 48 and 64 KiB 218, 221 and 279 against 138, 130 and 180 µs; 4
+// emulated hosts of one rank, 583, 585 and 636 against 458, 454 and 503
+// µs. On 2 ranks the launches first varied both ways (2 emulated hosts:
+// 40 KiB 18.2 against 23.2 µs, 64 KiB 38.9 against 25.1), so 2 ranks
+// stayed pipelined until a later VM (2026-11-29: AMD EPYC, 1 µs per
+// system call), where the pipelined executor's three goroutines per
+// operation handed off between threads at every step: two ranks over
+// loopback TCP, 64 KiB 163 against 109 µs (five interleaved launches).
+func doublingExchanges(size int) bool { return size >= 2 && powerOfTwo(size) }
 
 // powerOfTwo reports whether n is a power of two (n > 0).
 func powerOfTwo(n int) bool { return n > 0 && n&(n-1) == 0 }
