@@ -42,7 +42,7 @@ func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings)
 	c.sendWatch.init(c, opSend)
 	c.recvWatch.init(c, opRecv)
 	if rings == nil {
-		l := newTCPLink(c, tun.readBuf, tun.tcpPoll(), tun.rawIO)
+		l := newTCPLink(c, tun.readBuf, tun.tcpPoll(), tun.nap, tun.rawIO)
 		l.largeLook = tun.largeLook()
 		c.link = l
 		return c

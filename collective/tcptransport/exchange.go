@@ -95,8 +95,9 @@ type exchangeOp struct {
 
 // run moves both frames: it retries non-blocking writev and readv calls
 // while either makes progress, and when neither does it sleeps until a
-// socket is ready: on the netpoller when one direction is left, in ppoll
-// when both are. An exchange whose received payload is at most pollMax
+// socket is ready: first, where the link naps (tcpNap), in a raw ppoll,
+// for up to that long over the whole exchange; then on the netpoller when
+// one direction is left, in ppoll when both are. An exchange whose received payload is at most pollMax
 // first polls, for the receiving socket's spin budget, as a small Recv
 // does (see inbound); a larger one polls for tcpLink.largeLook, which is
 // zero unless the rank knows that every rank that shares its processors
@@ -119,7 +120,7 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 	if x.qlen <= pollMax {
 		spin = x.rl.r.spin
 	}
-	var idle, shared time.Time
+	var idle, shared, napped time.Time
 	for {
 		sent, err := x.send(false)
 		if err != nil {
@@ -143,6 +144,16 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 			}
 			if now.Sub(idle) < spin {
 				shmring.ShareTurn(x.rl.r.share, &shared, now)
+				continue
+			}
+		}
+		if nap := x.rl.r.nap; nap > 0 {
+			now := time.Now()
+			if napped.IsZero() {
+				napped = now
+			}
+			if left := nap - now.Sub(napped); left > 0 {
+				x.nap(left)
 				continue
 			}
 		}
@@ -261,6 +272,19 @@ func (x *exchangeOp) waitBoth() error {
 		return err
 	}
 	return perr
+}
+
+// nap sleeps in rawPoll until a socket the exchange waits for is ready,
+// for up to d (see tcpNap).
+func (x *exchangeOp) nap(d time.Duration) {
+	switch {
+	case x.recvDone:
+		x.sl.napOut(d)
+	case x.sendDone:
+		x.rl.r.napIn(d)
+	default:
+		x.sl.napBoth(x.rl, d)
+	}
 }
 
 // pollFd is struct pollfd of poll(2).

@@ -48,22 +48,32 @@ func TestExchangeRing(t *testing.T) {
 		for _, size := range []int{0, 1, 100 << 10, 8 << 20} {
 			for _, spin := range []time.Duration{0, time.Hour} {
 				t.Run(fmt.Sprintf("n%d/%d/spin=%v", n, size, spin), func(t *testing.T) {
-					exchangeRing(t, n, size, spin, 1)
+					exchangeRing(t, n, size, spin, 0, 1)
 				})
 			}
 		}
 	}
 	for _, size := range []int{0, 5, 100 << 10, 8 << 20} {
 		t.Run(fmt.Sprintf("pieces/n3/%d", size), func(t *testing.T) {
-			exchangeRing(t, 3, size, 0, 3*maxIov/2)
+			exchangeRing(t, 3, size, 0, 0, 3*maxIov/2)
 		})
 	}
 	// Large exchanges that poll (tuning.largeLook), for a budget far
 	// beyond any wait here.
 	for _, size := range []int{100 << 10, 8 << 20} {
 		t.Run(fmt.Sprintf("pollLarge/n2/%d", size), func(t *testing.T) {
-			exchangeRing(t, 2, size, -time.Hour, 1)
+			exchangeRing(t, 2, size, -time.Hour, 0, 1)
 		})
+	}
+	// Exchanges that nap (tcpNap) before they park, without polling and
+	// after polling small messages, in pieces too.
+	for _, n := range []int{2, 3} {
+		for _, size := range []int{1, 100 << 10, 8 << 20} {
+			t.Run(fmt.Sprintf("nap/n%d/%d", n, size), func(t *testing.T) {
+				exchangeRing(t, n, size, -1, tcpNap, 1)
+				exchangeRing(t, n, size, time.Millisecond, tcpNap, 3*maxIov/2)
+			})
+		}
 	}
 }
 
@@ -137,11 +147,16 @@ func cut(p []byte, k, seed int) [][]byte {
 }
 
 // A negative spin is a polling budget of -spin for exchanges of any size
-// (tuning.largeLook), which the links must then have.
-func exchangeRing(t *testing.T, n, size int, spin time.Duration, pieces int) {
-	tun := tuning{spin: spin}
-	if spin < 0 {
-		tun = tuning{spin: -1, tcpSpin: -spin}
+// (tuning.largeLook), which the links must then have; -1 is no polling
+// at all. nap, where spin is set, is the links' tuning.nap.
+func exchangeRing(t *testing.T, n, size int, spin, nap time.Duration, pieces int) {
+	tun := tuning{spin: spin, nap: nap}
+	switch {
+	case spin == -1:
+		tun = tuning{spin: -1, nap: nap}
+		spin = 1 // no large look either
+	case spin < 0:
+		tun = tuning{spin: -1, tcpSpin: -spin, nap: nap}
 	}
 	m := meshTuned(t, n, Config{NoSharedMemory: true}, tun)
 	for r, tr := range m {
@@ -150,8 +165,12 @@ func exchangeRing(t *testing.T, n, size int, spin time.Duration, pieces int) {
 				continue
 			}
 			// With spin 0 the rule decides (TestLargeLook).
-			if l := tr.(*transport).slots[p].formed.Load().link.(*tcpLink); spin != 0 && l.largeLook != max(-spin, 0) {
+			l := tr.(*transport).slots[p].formed.Load().link.(*tcpLink)
+			if spin != 0 && l.largeLook != max(-spin, 0) {
 				t.Fatalf("rank %d's link to %d: largeLook %v with spin %v", r, p, l.largeLook, spin)
+			}
+			if spin != 0 && l.r.nap != nap {
+				t.Fatalf("rank %d's link to %d: nap %v, want %v", r, p, l.r.nap, nap)
 			}
 		}
 	}
@@ -237,13 +256,13 @@ func TestExchangePeerGone(t *testing.T) {
 // ends with the deadline of its context, reported as a timeout, also
 // while it polls for its small message with an hour's budget.
 func TestExchangeDeadline(t *testing.T) {
-	for _, spin := range []time.Duration{0, time.Hour} {
-		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) { exchangeDeadline(t, spin) })
+	for _, tun := range []tuning{{}, {spin: time.Hour}, {spin: -1, nap: tcpNap}, {spin: time.Millisecond, nap: 20 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("spin=%v/nap=%v", tun.spin, tun.nap), func(t *testing.T) { exchangeDeadline(t, tun) })
 	}
 }
 
-func exchangeDeadline(t *testing.T, spin time.Duration) {
-	m := meshTuned(t, 2, Config{NoSharedMemory: true}, tuning{spin: spin})
+func exchangeDeadline(t *testing.T, tun tuning) {
+	m := meshTuned(t, 2, Config{NoSharedMemory: true}, tun)
 	ex, from := exchanger(t, m, 0, 1), m[0].Conn(1)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()

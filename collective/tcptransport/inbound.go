@@ -31,6 +31,7 @@ type inbound struct {
 	buf  []byte        // the read buffer; empty for none
 	r, w int           // buf[r:w] is read from the socket, not yet consumed
 	spin time.Duration // polling budget of one read; 0: never poll
+	nap  time.Duration // how long a read sleeps in a raw ppoll before it parks (see tcpNap)
 	// raw makes the non-blocking readv (and the link's writev) raw system
 	// calls, which the Go scheduler does not see (see tuning.rawIO).
 	raw bool
@@ -46,20 +47,24 @@ type inbound struct {
 	errno    error // its error; nil for data or end of stream
 	pollFn   func(fd uintptr) bool
 	parkFn   func(fd uintptr) bool
-	rcFailed error // set if the socket could not be reached
+	napInFn  func(fd uintptr)
+	napFor   time.Duration // the nap in progress (see napIn)
+	rcFailed error         // set if the socket could not be reached
 }
 
 // newInbound reads nc through a read buffer of bufSize bytes (none if not
-// positive), letting reads that may poll do so for spin; raw makes its
-// system calls raw (see tuning.rawIO).
-func newInbound(nc *net.TCPConn, bufSize int, spin time.Duration, raw bool) *inbound {
-	in := &inbound{spin: spin, raw: raw, share: shmring.ShareEvery()}
+// positive), letting reads that may poll do so for spin and then sleep in
+// a raw ppoll for nap before they park; raw makes its system calls raw
+// (see tuning.rawIO).
+func newInbound(nc *net.TCPConn, bufSize int, spin, nap time.Duration, raw bool) *inbound {
+	in := &inbound{spin: spin, nap: nap, raw: raw, share: shmring.ShareEvery()}
 	if bufSize > 0 {
 		in.buf = make([]byte, bufSize)
 	}
 	in.rc, in.rcFailed = nc.SyscallConn()
 	in.pollFn = in.pollOnce
 	in.parkFn = in.readOrPark
+	in.napInFn = in.napInOnce
 	return in
 }
 
@@ -105,6 +110,9 @@ func (in *inbound) read(p []byte, poll bool) (int, error) {
 		if done, err := in.poll(); done {
 			return in.n, err
 		}
+	}
+	if in.nap > 0 {
+		in.napIn(in.nap)
 	}
 	if err := in.rc.Read(in.parkFn); err != nil {
 		return 0, err

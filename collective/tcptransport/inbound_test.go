@@ -41,9 +41,10 @@ func meshTuned(t *testing.T, size int, cfg Config, tun tuning) []collective.Tran
 // heap allocations. The echo ends on a message whose first byte is 1.
 func TestRoundTripDoesNotAllocate(t *testing.T) {
 	for _, tcp := range []bool{true, false} {
-		for _, spin := range []time.Duration{time.Hour, -1} {
+		for _, tun := range []tuning{{spin: time.Hour}, {spin: -1}, {spin: -1, nap: tcpNap}} {
 			for _, n := range []int{4 << 10, 256 << 10} {
-				m := meshTuned(t, 2, Config{NoSharedMemory: tcp}, tuning{spin: spin})
+				spin := tun.spin
+				m := meshTuned(t, 2, Config{NoSharedMemory: tcp}, tun)
 				ctx := context.Background()
 				out, in, echo := make([]byte, n), make([]byte, n), make([]byte, n)
 				tag := collective.Tag{Seq: 1}
@@ -75,7 +76,7 @@ func TestRoundTripDoesNotAllocate(t *testing.T) {
 					t.Fatal(err)
 				}
 				if allocs != 0 {
-					t.Errorf("tcp only %v, spin %v, %d bytes: %v allocations per round trip, want 0", tcp, spin, n, allocs)
+					t.Errorf("tcp only %v, spin %v, nap %v, %d bytes: %v allocations per round trip, want 0", tcp, spin, tun.nap, n, allocs)
 				}
 			}
 		}
@@ -83,20 +84,38 @@ func TestRoundTripDoesNotAllocate(t *testing.T) {
 }
 
 // TestPollEndsOnPeerClose: a Recv polling with a budget far beyond the
-// test's ends with ErrPeerGone as soon as the peer closes.
+// test's, or napping (tcpNap) and then parked, ends with ErrPeerGone as
+// soon as the peer closes; so does one whose own side closes, or whose
+// context ends, while it naps or is parked.
 func TestPollEndsOnPeerClose(t *testing.T) {
-	m := meshTuned(t, 2, Config{}, tuning{spin: time.Hour})
-	errc := make(chan error, 1)
-	go func() { errc <- m[1].Conn(0).Recv(t.Context(), tag11, make([]byte, 8)) }()
-	time.Sleep(20 * time.Millisecond)
-	m[0].Close()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, collective.ErrPeerGone) {
-			t.Errorf("err = %v, want ErrPeerGone", err)
+	for _, tun := range []tuning{{spin: time.Hour}, {spin: -1, nap: tcpNap}, {spin: -1, nap: 50 * time.Millisecond}} {
+		for _, end := range []string{"peer closes", "closes here", "context ends"} {
+			m := meshTuned(t, 2, Config{NoSharedMemory: true}, tun)
+			ctx, cancel := context.WithCancel(t.Context())
+			errc := make(chan error, 1)
+			go func() { errc <- m[1].Conn(0).Recv(ctx, tag11, make([]byte, 8)) }()
+			time.Sleep(20 * time.Millisecond)
+			want := collective.ErrPeerGone
+			switch end {
+			case "peer closes":
+				m[0].Close()
+			case "closes here":
+				m[1].Close()
+				want = collective.ErrClosed
+			default:
+				cancel()
+				want = context.Canceled
+			}
+			select {
+			case err := <-errc:
+				if !errors.Is(err, want) {
+					t.Errorf("spin %v, nap %v, %s: err = %v, want %v", tun.spin, tun.nap, end, err, want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("spin %v, nap %v: Recv did not end when the %s", tun.spin, tun.nap, end)
+			}
+			cancel()
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("polling Recv did not end when the peer closed")
 	}
 }
 

@@ -61,19 +61,22 @@ func TestTCPPoll(t *testing.T) {
 	if two := (tuning{}).normalize(0, append(addrs(cpus), "10.0.0.2:7000"), nil); two.tcpPoll() != 0 || two.quick != quickLook {
 		t.Errorf("one processor per rank here, a rank on another host: TCP polls %v, want 0", two.tcpPoll())
 	}
-	if one.spin != 0 || one.quick != quickLook || one.tcpPoll() != tcpLook {
-		t.Errorf("%d ranks on %d CPUs: spin %v quick %v tcp %v, want 0, %v, %v", cpus, cpus, one.spin, one.quick, one.tcpPoll(), quickLook, tcpLook)
+	if one.spin != 0 || one.quick != quickLook || one.tcpPoll() != tcpLook || one.nap != tcpNap {
+		t.Errorf("%d ranks on %d CPUs: spin %v quick %v tcp %v nap %v, want 0, %v, %v, %v", cpus, cpus, one.spin, one.quick, one.tcpPoll(), one.nap, quickLook, tcpLook, tcpNap)
 	}
-	if over := (tuning{}).normalize(0, addrs(cpus+1), nil); over.tcpPoll() != 0 {
-		t.Errorf("more ranks than CPUs: TCP polls %v, want 0", over.tcpPoll())
+	if two := (tuning{}).normalize(0, append(addrs(cpus), "10.0.0.2:7000"), nil); two.nap != 0 {
+		t.Errorf("a rank on another host: TCP naps %v, want 0", two.nap)
+	}
+	if over := (tuning{}).normalize(0, addrs(cpus+1), nil); over.tcpPoll() != 0 || over.nap != 0 {
+		t.Errorf("more ranks than CPUs: TCP polls %v and naps %v, want 0 and 0", over.tcpPoll(), over.nap)
 	}
 	if cpus > 1 {
-		if spare := (tuning{}).normalize(0, addrs(cpus-1), nil); spare.tcpPoll() != spinBudget {
-			t.Errorf("a spare CPU: TCP polls %v, want %v", spare.tcpPoll(), spinBudget)
+		if spare := (tuning{}).normalize(0, addrs(cpus-1), nil); spare.tcpPoll() != spinBudget || spare.nap != 0 {
+			t.Errorf("a spare CPU: TCP polls %v and naps %v, want %v and 0", spare.tcpPoll(), spare.nap, spinBudget)
 		}
 	}
-	if never := (tuning{spin: -1}).normalize(0, addrs(cpus), nil); never.tcpPoll() != 0 {
-		t.Errorf("spin never: TCP polls %v", never.tcpPoll())
+	if never := (tuning{spin: -1}).normalize(0, addrs(cpus), nil); never.tcpPoll() != 0 || never.nap != 0 {
+		t.Errorf("spin never: TCP polls %v and naps %v", never.tcpPoll(), never.nap)
 	}
 }
 

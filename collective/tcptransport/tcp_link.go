@@ -47,7 +47,14 @@ type tcpLink struct {
 	werrno error
 	// writeOnce and writeOrPark, bound once so that writes do not allocate.
 	writeFn, writeParkFn func(fd uintptr) bool
-	_                    [cacheLine]byte
+	// An Exchange's nap (see nap.go): its callbacks, bound once, and the
+	// nap in progress: how long, the link whose receiving socket it also
+	// watches, and this link's sending socket.
+	napOutFn, napBothFn, napBothInFn func(fd uintptr)
+	napFor                           time.Duration
+	napFrom                          *tcpLink
+	napWfd                           uintptr
+	_                                [cacheLine]byte
 
 	// Recv side, touched only by the recv in progress.
 	rhdr [frame.HeaderSize]byte
@@ -66,13 +73,14 @@ type tcpLink struct {
 // in front of the receiving socket (see recvBuffer); spin > 0 lets small
 // receives poll that long (see inbound); raw makes its readv and writev
 // raw system calls (see tuning.rawIO).
-func newTCPLink(c *conn, readBuf int, spin time.Duration, raw bool) *tcpLink {
+func newTCPLink(c *conn, readBuf int, spin, nap time.Duration, raw bool) *tcpLink {
 	if c.out.tls != nil {
 		return &tcpLink{c: c, sec: newSecureLanes(c.out, c.in, spin)}
 	}
-	l := &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin, raw)}
+	l := &tcpLink{c: c, out: c.out.tcp, r: newInbound(c.in.tcp, readBuf, spin, nap, raw)}
 	l.wrc, l.wrcErr = l.out.SyscallConn()
 	l.writeFn, l.writeParkFn = l.writeOnce, l.writeOrPark
+	l.napOutFn, l.napBothFn, l.napBothInFn = l.napOutOnce, l.napBothOut, l.napBothIn
 	return l
 }
 

@@ -28,7 +28,7 @@ type secureLanes struct {
 // newSecureLanes carries frames through the TLS sessions of out and in;
 // spin > 0 lets the reads of small frames poll the socket that long first.
 func newSecureLanes(out, in *sock, spin time.Duration) *secureLanes {
-	in.lane.in = newInbound(in.tcp, 0, spin, false)
+	in.lane.in = newInbound(in.tcp, 0, spin, 0, false)
 	return &secureLanes{out: out.tls, in: in.tls, wire: out.lane, rwire: in.lane,
 		stage: make([]byte, 0, tlsRecord), spin: spin > 0}
 }

@@ -37,6 +37,10 @@ type tuning struct {
 	// rank and every rank of the job is on it (see tcpLook); zero
 	// otherwise.
 	tcpSpin time.Duration
+	// nap is how long a TCP wait that has polled in vain sleeps in a raw
+	// ppoll before it parks on the netpoller: tcpNap where tcpSpin is
+	// set, zero (park at once) otherwise (see tcpNap).
+	nap time.Duration
 	// spareKnown says that spin is automatic, every rank said its machine
 	// (Config.Machines), so that the ranks that share this rank's
 	// processors were all counted, and they are fewer than the processors
@@ -187,7 +191,7 @@ func (t tuning) normalize(rank int, addrs, machines []string) tuning {
 		local, sharing := sharingRanks(rank, addrs, nil), sharingRanks(rank, addrs, machines)
 		t.spin, t.quick = autoSpin(local, sharing)
 		if t.spin == 0 && t.quick > 0 && local == len(addrs) {
-			t.tcpSpin = tcpLook
+			t.tcpSpin, t.nap = tcpLook, tcpNap
 		}
 		t.spareKnown = len(machines) == len(addrs) && !slices.Contains(machines, "") && sharing < runtime.NumCPU()
 	case t.spin < 0:
