@@ -147,7 +147,7 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 				continue
 			}
 		}
-		if nap := x.rl.r.nap; nap > 0 {
+		if nap := x.rl.r.nap; naps(nap) {
 			now := time.Now()
 			if napped.IsZero() {
 				napped = now

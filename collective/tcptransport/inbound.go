@@ -111,7 +111,7 @@ func (in *inbound) read(p []byte, poll bool) (int, error) {
 			return in.n, err
 		}
 	}
-	if in.nap > 0 {
+	if naps(in.nap) {
 		in.napIn(in.nap)
 	}
 	if err := in.rc.Read(in.parkFn); err != nil {

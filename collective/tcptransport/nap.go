@@ -1,6 +1,7 @@
 package tcptransport
 
 import (
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
@@ -28,11 +29,23 @@ import (
 // lacks the netpoller's batching), so ranks that outnumber their
 // processors never nap.
 //
+// A nap holds its P, so a process with one (GOMAXPROCS=1) does not nap
+// (see naps): its other goroutines, a training step's computation among
+// them, would wait. Two ranks training mnist over loopback TCP with
+// GOMAXPROCS=1 napped their way to 11.9k against 12.8k samples/s
+// (five alternating pairs, every one slower).
+//
 // A nap holds its P for at most tcpNap: Close and a cancelled context,
 // which wake a parked wait at once, are seen when it ends. The Go
 // runtime's preemption signal interrupts it (EINTR), so a collection that
 // stops the world does not wait for it.
 const tcpNap = 200 * time.Microsecond
+
+// naps reports whether a wait naps for nap before it parks: nap is set
+// and the process has another P for its other goroutines. GOMAXPROCS is
+// read at every such wait (after a poll has failed), since a rank may set
+// it after its links formed (hvd.ShareProcessors).
+func naps(nap time.Duration) bool { return nap > 0 && runtime.GOMAXPROCS(0) > 1 }
 
 // rawPoll sleeps in ppoll(2) on fds for up to d, or until one of them is
 // ready or a signal comes, as a raw system call: the thread keeps its P
