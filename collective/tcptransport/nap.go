@@ -32,7 +32,7 @@ import (
 // A nap holds its P, so a process with one (GOMAXPROCS=1) does not nap
 // (see naps): its other goroutines, a training step's computation among
 // them, would wait. Two ranks training mnist over loopback TCP with
-// GOMAXPROCS=1 napped their way to 11.9k against 12.8k samples/s
+// GOMAXPROCS=1 napped their way to 11.7k against 12.8k samples/s
 // (five alternating pairs, every one slower).
 //
 // A nap holds its P for at most tcpNap: Close and a cancelled context,
