@@ -134,8 +134,11 @@ func (t *transport) await(ctx context.Context, peer int, op string) (*conn, erro
 func (t *transport) form(peer int, l lanes) {
 	socks := make([]lanes, t.size)
 	socks[peer] = l
-	rings := offerShm(t.cfg, t.tun.procDir, socks, t.budget.OnDemand)
+	rings, broken := offerShm(t.cfg, t.tun.procDir, socks, t.budget.OnDemand)
 	c := newConn(l, t.rank, peer, t.addrs[peer], t.tun, rings[peer])
+	if broken[peer] != nil {
+		failBroken(c, broken[peer])
+	}
 	s := t.slots[peer]
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -1,9 +1,12 @@
 package tcptransport
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
+	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport/shm"
 )
 
@@ -15,10 +18,12 @@ import (
 // shm.Budget), and proc stands in for "/proc" (see tuning.procDir). Links
 // to other hosts exchange nothing. The result is indexed by peer, nil for
 // a link on TCP; every link stays on TCP under Config.NoSharedMemory.
-func offerShm(cfg Config, proc string, socks []lanes, capacity func(peer int) int) []*shm.Rings {
-	rings := make([]*shm.Rings, len(socks))
+// broken, indexed by peer too, holds the error of each link whose
+// handshake could not finish, which must be failed (see shm.Handshake).
+func offerShm(cfg Config, proc string, socks []lanes, capacity func(peer int) int) (rings []*shm.Rings, broken []error) {
+	rings, broken = make([]*shm.Rings, len(socks)), make([]error, len(socks))
 	if cfg.NoSharedMemory {
-		return rings
+		return rings, broken
 	}
 	var peers []shm.Peer
 	self := hostOf(cfg.Addrs[cfg.Rank])
@@ -28,14 +33,28 @@ func offerShm(cfg Config, proc string, socks []lanes, capacity func(peer int) in
 		}
 	}
 	if len(peers) == 0 {
-		return rings
+		return rings, broken
 	}
 	setup := shm.Setup{Proc: proc, Deadline: time.Now().Add(cfg.HandshakeTimeout),
 		Capacity: capacity, Logger: cfg.Logger}
-	for i, r := range shm.Handshake(setup, peers) {
-		rings[peers[i].Rank] = r
+	rs, errs := shm.Handshake(setup, peers)
+	for i, r := range rs {
+		rings[peers[i].Rank], broken[peers[i].Rank] = r, errs[i]
 	}
-	return rings
+	return rings, broken
+}
+
+// failBroken fails c, whose shared-memory handshake could not finish
+// (err, from offerShm), before it carries any frame: its streams are at an
+// unknown place in the handshake. A handshake that ran out of time
+// (Config.HandshakeTimeout) wraps collective.ErrTimeout, any other
+// failure collective.ErrPeerGone.
+func failBroken(c *conn, err error) {
+	kind := collective.ErrPeerGone
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		kind = collective.ErrTimeout
+	}
+	c.fail(fmt.Errorf("%s: %w: %w", c.where(opLink), kind, err))
 }
 
 // SharedMemoryCheck reports whether this process can make the

@@ -36,7 +36,7 @@ func newTransport(cfg Config, tun tuning, f *formation, socks []lanes) *transpor
 	t := &transport{rank: cfg.Rank, size: cfg.Size, addrs: cfg.Addrs, cfg: cfg, tun: tun, f: f,
 		slots: make([]*linkSlot, cfg.Size), conns: make([]*conn, cfg.Size), closing: make(chan struct{})}
 	t.budget = shm.NewBudget(f.localEager())
-	rings := offerShm(cfg, tun.procDir, socks, t.budget.Eager)
+	rings, broken := offerShm(cfg, tun.procDir, socks, t.budget.Eager)
 	for peer := range t.slots {
 		if peer == cfg.Rank {
 			continue
@@ -48,6 +48,9 @@ func newTransport(cfg Config, tun tuning, f *formation, socks []lanes) *transpor
 			continue
 		}
 		c := newConn(socks[peer], cfg.Rank, peer, cfg.Addrs[peer], tun, rings[peer])
+		if broken[peer] != nil {
+			failBroken(c, broken[peer])
+		}
 		t.conns[peer] = c
 		s.formed.Store(c)
 		close(s.ready)

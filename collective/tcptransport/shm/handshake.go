@@ -45,7 +45,15 @@ type Setup struct {
 // indexed as peers, nil for a link that stays on TCP. If any stays on TCP
 // for another cause than the budget, one Warn line says which and why.
 // The lanes' deadlines are lifted when Handshake returns.
-func Handshake(s Setup, peers []Peer) []*Rings {
+//
+// broken, also indexed as peers, holds the error of each link whose
+// handshake could not finish: a read or write of it failed (the peer went
+// away, or Deadline passed first). Such a link's streams are at an unknown
+// place in the handshake (this side may not have written its answer, or
+// read the peer's), so it must carry no frame: the caller fails it, and
+// the peer then finds it closed rather than misreading handshake bytes as
+// a frame or a frame's first byte as the answer.
+func Handshake(s Setup, peers []Peer) (rings []*Rings, broken []error) {
 	h := &handshake{links: peers, proc: s.Proc, deadline: s.Deadline, capacity: s.Capacity,
 		peers: make([]*peer, len(peers))}
 	for i := range h.peers {
@@ -54,7 +62,7 @@ func Handshake(s Setup, peers []Peer) []*Rings {
 	h.each(h.offer)
 	h.each(h.answer)
 	h.each(h.hear)
-	rings := h.conclude()
+	rings = h.conclude()
 	if s.Logger != nil {
 		h.report(s.Logger)
 	}
@@ -62,7 +70,11 @@ func Handshake(s Setup, peers []Peer) []*Rings {
 		l.Out.SetDeadline(time.Time{})
 		l.In.SetDeadline(time.Time{})
 	}
-	return rings
+	broken = make([]error, len(peers))
+	for i, p := range h.peers {
+		broken[i] = p.err
+	}
+	return rings, broken
 }
 
 // handshake is one rank's shared-memory handshake with its peers on the
@@ -81,6 +93,7 @@ type peer struct {
 	file   *os.File      // its memory file, open until the peer has answered
 	theirs *shmring.Ring // the peer's ring, mapped
 	broken bool          // a read or write of the handshake failed
+	err    error         // that failure, with the step it was in
 	why    string        // why the link stays on TCP; "" while it may not
 	budget bool          // it stays on TCP because a side's budget was spent
 }
@@ -94,7 +107,9 @@ func (p *peer) stay(format string, args ...any) {
 
 // fail records a failed read or write of the handshake.
 func (p *peer) fail(step string, err error) {
-	p.broken = true
+	if !p.broken {
+		p.broken, p.err = true, fmt.Errorf("shared-memory handshake: %s: %w", step, err)
+	}
 	p.stay("%s: %v", step, err)
 }
 
