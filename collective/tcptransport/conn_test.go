@@ -63,11 +63,13 @@ func TestProtocolErrorStatesBoth(t *testing.T) {
 	}
 }
 
-// TestMalformedFrame has a fake rank 1 write a header that is not one.
+// TestMalformedFrame has a fake rank 1 write a header that is not one
+// (shared memory off: the fake peer takes no part in its handshake, which
+// would fail the link; see TestShmHandshakeBrokenFailsLink).
 func TestMalformedFrame(t *testing.T) {
 	lns, addrs := listenN(t, 2)
 	secret := secretOf(1)
-	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret})
+	r0 := start(t, t.Context(), lns[0], Config{Size: 2, Addrs: addrs, Secret: secret, NoSharedMemory: true})
 	raw, _, err := fakePeer(t, addrs[0], secret, 1, 2)
 	if err != nil {
 		t.Fatal(err)
