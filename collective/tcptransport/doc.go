@@ -104,8 +104,12 @@
 // link fails with collective.ErrPeerGone. Where a ring cannot be made or
 // the peer's cannot be opened (no memory, another pid namespace, another
 // user), the link stays on TCP, and the rank logs one Warn line that names
-// every such peer and the cause. Config.NoSharedMemory (gorun
-// --no-shared-memory) keeps every link on TCP.
+// every such peer and the cause. A handshake that cannot finish (a read or
+// write of it fails: the peer went away, or Config.HandshakeTimeout passed)
+// leaves the link's streams at an unknown place, so that link is failed
+// before it carries a frame (collective.ErrTimeout or ErrPeerGone, naming
+// the handshake). Config.NoSharedMemory (gorun --no-shared-memory) keeps
+// every link on TCP.
 //
 // Each rank creates at most 16 MiB of rings (shm.BudgetBytes), however
 // many ranks share its host: the eager links share 12 MiB, links formed on
