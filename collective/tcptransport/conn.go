@@ -36,8 +36,10 @@ type conn struct {
 // newConn wraps the two authenticated sockets of a link. With rings (a
 // peer on this host whose shared-memory handshake succeeded) its frames
 // travel through them and a watcher goroutine starts (see shm.Link.Watch);
-// otherwise over the sockets, tuned by tun.
-func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings) *conn {
+// otherwise over the sockets, tuned by tun. broken, the failure of a
+// shared-memory handshake that could not finish (see offerShm), fails the
+// link before it carries a frame (see failBroken).
+func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings, broken error) *conn {
 	c := &conn{out: l[laneOut], in: l[laneIn], rank: rank, peer: peer, host: host}
 	c.sendWatch.init(c, opSend)
 	c.recvWatch.init(c, opRecv)
@@ -45,6 +47,9 @@ func newConn(l lanes, rank, peer int, host string, tun tuning, rings *shm.Rings)
 		l := newTCPLink(c, tun.readBuf, tun.tcpPoll(), tun.nap, tun.rawIO)
 		l.largeLook = tun.largeLook()
 		c.link = l
+		if broken != nil {
+			failBroken(c, broken)
+		}
 		return c
 	}
 	sl := shm.NewLink(c, c.in, rings, tun.spin, tun.quick)

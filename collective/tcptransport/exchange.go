@@ -7,7 +7,6 @@ import (
 	"os"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/gorovod/gorovod/collective"
 	"github.com/gorovod/gorovod/collective/tcptransport/internal/frame"
@@ -97,9 +96,10 @@ type exchangeOp struct {
 // while either makes progress, and when neither does it sleeps until a
 // socket is ready: first, where the link naps (tcpNap), in a raw ppoll,
 // for up to that long over the whole exchange; then on the netpoller when
-// one direction is left, in ppoll when both are. An exchange whose received payload is at most pollMax
-// first polls, for the receiving socket's spin budget, as a small Recv
-// does (see inbound); a larger one polls for tcpLink.largeLook, which is
+// one direction is left, in ppoll when both are. An exchange whose
+// received payload is at most pollMax first polls, for the receiving
+// socket's spin budget, as a small Recv does (see inbound); a larger one
+// polls for tcpLink.largeLook, which is
 // zero unless the rank knows that every rank that shares its processors
 // has one of its own (see tuning.largeLook). Two ranks across emulated
 // hosts (internal/testlab, unlimited veth links) on the loaded 2-CPU test
@@ -119,6 +119,10 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 	spin := x.rl.largeLook
 	if x.qlen <= pollMax {
 		spin = x.rl.r.spin
+	}
+	nap := x.rl.r.nap // up to this long in naps over the whole exchange
+	if !naps(nap) {
+		nap = 0
 	}
 	var idle, shared, napped time.Time
 	for {
@@ -147,7 +151,7 @@ func (x *exchangeOp) run(rtag collective.Tag) (sendErr, recvErr error) {
 				continue
 			}
 		}
-		if nap := x.rl.r.nap; naps(nap) {
+		if nap > 0 {
 			now := time.Now()
 			if napped.IsZero() {
 				napped = now
@@ -264,8 +268,7 @@ func (x *exchangeOp) waitBoth() error {
 	err := x.sl.wrc.Control(func(wfd uintptr) {
 		perr = x.rl.r.rc.Control(func(rfd uintptr) {
 			fds := [2]pollFd{{fd: int32(wfd), events: pollOut}, {fd: int32(rfd), events: pollIn}}
-			ts := syscall.NsecToTimespec(int64(exchangeWait))
-			_, _, _ = syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+			ppoll(fds[:], exchangeWait, false)
 		})
 	})
 	if err != nil {

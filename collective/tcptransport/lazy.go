@@ -135,10 +135,7 @@ func (t *transport) form(peer int, l lanes) {
 	socks := make([]lanes, t.size)
 	socks[peer] = l
 	rings, broken := offerShm(t.cfg, t.tun.procDir, socks, t.budget.OnDemand)
-	c := newConn(l, t.rank, peer, t.addrs[peer], t.tun, rings[peer])
-	if broken[peer] != nil {
-		failBroken(c, broken[peer])
-	}
+	c := newConn(l, t.rank, peer, t.addrs[peer], t.tun, rings[peer], broken[peer])
 	s := t.slots[peer]
 	t.mu.Lock()
 	defer t.mu.Unlock()

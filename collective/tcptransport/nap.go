@@ -47,13 +47,21 @@ const tcpNap = 200 * time.Microsecond
 // it after its links formed (hvd.ShareProcessors).
 func naps(nap time.Duration) bool { return nap > 0 && runtime.GOMAXPROCS(0) > 1 }
 
-// rawPoll sleeps in ppoll(2) on fds for up to d, or until one of them is
-// ready or a signal comes, as a raw system call: the thread keeps its P
-// and the Go scheduler does not see the call.
-func rawPoll(fds []pollFd, d time.Duration) {
+// ppoll sleeps in ppoll(2) on fds for up to d, or until one of them is
+// ready or a signal comes. raw makes it a raw system call (rawPoll): the
+// thread keeps its P and the Go scheduler does not see the call.
+func ppoll(fds []pollFd, d time.Duration, raw bool) {
 	ts := syscall.NsecToTimespec(int64(d))
-	_, _, _ = syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	p, n, t := uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(&ts))
+	if raw {
+		_, _, _ = syscall.RawSyscall6(syscall.SYS_PPOLL, p, n, t, 0, 0, 0)
+	} else {
+		_, _, _ = syscall.Syscall6(syscall.SYS_PPOLL, p, n, t, 0, 0, 0)
+	}
 }
+
+// rawPoll is a nap's ppoll: raw.
+func rawPoll(fds []pollFd, d time.Duration) { ppoll(fds, d, true) }
 
 // rawPollOne is rawPoll on one socket, for events.
 func rawPollOne(fd uintptr, events int16, d time.Duration) {

@@ -47,10 +47,7 @@ func newTransport(cfg Config, tun tuning, f *formation, socks []lanes) *transpor
 		if !socks[peer].complete() {
 			continue
 		}
-		c := newConn(socks[peer], cfg.Rank, peer, cfg.Addrs[peer], tun, rings[peer])
-		if broken[peer] != nil {
-			failBroken(c, broken[peer])
-		}
+		c := newConn(socks[peer], cfg.Rank, peer, cfg.Addrs[peer], tun, rings[peer], broken[peer])
 		t.conns[peer] = c
 		s.formed.Store(c)
 		close(s.ready)

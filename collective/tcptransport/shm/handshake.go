@@ -92,8 +92,7 @@ type peer struct {
 	mine   *shmring.Ring // the ring offered for this rank's outbound direction
 	file   *os.File      // its memory file, open until the peer has answered
 	theirs *shmring.Ring // the peer's ring, mapped
-	broken bool          // a read or write of the handshake failed
-	err    error         // that failure, with the step it was in
+	err    error         // a read or write of the handshake that failed, with its step; nil while none has
 	why    string        // why the link stays on TCP; "" while it may not
 	budget bool          // it stays on TCP because a side's budget was spent
 }
@@ -107,8 +106,8 @@ func (p *peer) stay(format string, args ...any) {
 
 // fail records a failed read or write of the handshake.
 func (p *peer) fail(step string, err error) {
-	if !p.broken {
-		p.broken, p.err = true, fmt.Errorf("shared-memory handshake: %s: %w", step, err)
+	if p.err == nil {
+		p.err = fmt.Errorf("shared-memory handshake: %s: %w", step, err)
 	}
 	p.stay("%s: %v", step, err)
 }
@@ -140,7 +139,7 @@ func (h *handshake) offer(l Peer, p *peer) {
 // answer reads the peer's offer on l, opens and checks the ring it names, and
 // answers 1 (mapped) or 0 (refused).
 func (h *handshake) answer(l Peer, p *peer) {
-	if p.broken {
+	if p.err != nil {
 		return
 	}
 	path, token, err := readOffer(l.In, h.deadline)
@@ -165,7 +164,7 @@ func (h *handshake) answer(l Peer, p *peer) {
 // hear reads the peer's answer on l to this rank's offer, then closes the offered
 // file: the peer has mapped its ring or never will.
 func (h *handshake) hear(l Peer, p *peer) {
-	if !p.broken {
+	if p.err == nil {
 		if v, err := readByte(l.In, h.deadline); err != nil {
 			p.fail("read peer's answer", err)
 		} else if v != 1 {
@@ -209,7 +208,7 @@ func (h *handshake) report(log *slog.Logger) {
 		if p.why == "" {
 			return
 		}
-		if p.budget && !p.broken {
+		if p.budget && p.err == nil {
 			spent = append(spent, peer)
 			return
 		}
