@@ -37,7 +37,9 @@ type Options struct {
 	SegmentBytes int
 	// InlineBytes: operations whose buffers are at most this large run
 	// step by step in the caller's goroutine (lowest latency). It must stay
-	// well below what the transport buffers without a reader.
+	// well below what the transport buffers without a reader; where a link
+	// says what it buffers (a shared-memory ring, see Buffered) and a
+	// plan's messages would not fit, the plan runs pipelined instead.
 	InlineBytes int
 	// DoublingBytes: a flat all-reduce (not two-level) of a buffer at
 	// most this large, and beyond InlineBytes, runs recursive doubling
@@ -389,7 +391,7 @@ func (c *Comm) scratchBuffers(n, size int) [][]byte {
 func (c *Comm) execute(ctx context.Context, r *run, total int) error {
 	r.c = c
 	err := c.bound(r.seq, func() error {
-		if total <= c.opts.InlineBytes || !r.p.overlapped && c.buffers(r.p, r.esz) {
+		if total <= c.opts.InlineBytes && c.buffers(r.p, r.esz, true) || !r.p.overlapped && c.buffers(r.p, r.esz, false) {
 			c.runs[0]++
 			return r.runInline(ctx, c.scratchBuffers(1, r.p.scratch*r.esz)[0])
 		}
@@ -426,10 +428,21 @@ func (c *Comm) execute(ctx context.Context, r *run, total int) error {
 // how a plan runs and never which plan: every rank must run the same
 // schedule. Recursive doubling measured better still at n=4 up to 64 KiB,
 // but choosing it by buffering would let ranks disagree on the algorithm.
-func (c *Comm) buffers(p *plan, esz int) bool {
+//
+// A plan within InlineBytes runs inline whatever a link that promises
+// nothing (TCP, as Options.InlineBytes asks) buffers, hence unpromised:
+// what such a link counts as. One that promises less than the plan needs
+// (an InlineBytes set above a shared-memory ring, whose recursive
+// doubling would have both ranks writing a message larger than the ring
+// before either reads) makes it run pipelined instead.
+func (c *Comm) buffers(p *plan, esz int, unpromised bool) bool {
 	for _, l := range p.links {
 		b, ok := c.t.Conn(l.peer).(Buffered)
-		if !ok || b.Buffered(2*l.msgs) < 2*l.elems*esz {
+		n := 0
+		if ok {
+			n = b.Buffered(2 * l.msgs)
+		}
+		if n < 2*l.elems*esz && (n > 0 || !unpromised) {
 			return false
 		}
 	}

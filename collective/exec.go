@@ -405,15 +405,21 @@ func (r *run) receiver(ctx context.Context, scratch [][]byte, free chan int, wor
 		if st.RecvFrom < 0 {
 			continue
 		}
-		if !r.sent.wait(r.p.recvAfter[i]) {
+		var rr ReduceReceiver
+		if st.Combine == Reduce && r.p.recvAfter[i] < i {
+			rr = r.onArrival(i)
+		}
+		// A receive into scratch waits for nothing: only its fold
+		// must wait for the sends of what it folds into (see reducer).
+		// One into the buffer waits for them here, and never for its
+		// own step's send (recursive doubling), which cannot finish
+		// before the peer reads while the peer's cannot before this
+		// rank does, once a message outgrows what the link buffers.
+		if (st.Combine != Reduce || rr != nil) && !r.sent.wait(r.p.recvAfter[i]) {
 			return nil
 		}
 		slot := -1
 		var err error
-		var rr ReduceReceiver
-		if st.Combine == Reduce {
-			rr = r.onArrival(i)
-		}
 		switch {
 		case rr != nil:
 			// Straight into the buffer, once every earlier receive into
@@ -441,9 +447,16 @@ func (r *run) receiver(ctx context.Context, scratch [][]byte, free chan int, wor
 	return nil
 }
 
+// reducer folds what the receiver left in scratch slots into the buffer,
+// in step order, each once the sends of what it folds into are out (a
+// recursive-doubling step's own send included), and frees the slots.
 func (r *run) reducer(scratch [][]byte, free chan<- int, work <-chan received) {
 	for w := range work {
 		if w.slot >= 0 {
+			if !r.sent.wait(r.p.recvAfter[w.step]) {
+				free <- w.slot // aborted: drain until the receiver stops
+				continue
+			}
 			s := r.p.steps[w.step].Recv
 			r.reduceInto(s, scratch[w.slot][:s.Len*r.esz])
 			free <- w.slot
