@@ -201,9 +201,12 @@ func TestEngineStallWarningNamesSilentRank(t *testing.T) {
 			e.Shutdown()
 		}
 	})
+	// "a" does not wake the engine, "b" does: the cycle that then begins
+	// drains both (a cycle woken by "a" alone could start before "b" was
+	// submitted, and on a loaded machine did).
 	submit := func(r int) []*engine.Handle {
 		return []*engine.Handle{
-			es[r].Submit(allreduceReq("a", kernels.F32, kernels.Sum, 1), make([]byte, 4)),
+			es[r].SubmitDriven(allreduceReq("a", kernels.F32, kernels.Sum, 1), make([]byte, 4)),
 			es[r].Submit(allreduceReq("b", kernels.F32, kernels.Sum, 1), make([]byte, 4)),
 		}
 	}
