@@ -65,13 +65,20 @@ func TestInlineWhenLinksBuffer(t *testing.T) {
 			for range 3 {
 				allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
 			}
-			for r, comm := range cs {
-				in, piped := collective.Runs(comm)
-				if got := in == 3 && piped == 0; got != c.inline {
-					t.Errorf("rank %d: %d inline and %d pipelined runs, want inline %v", r, in, piped, c.inline)
-				}
-			}
+			wantInline(t, cs, 3, c.inline)
 		})
+	}
+}
+
+// wantInline checks that every rank of cs ran its runs operations inline,
+// or every one of them pipelined.
+func wantInline(t *testing.T, cs []*collective.Comm, runs int, inline bool) {
+	t.Helper()
+	for r, comm := range cs {
+		in, piped := collective.Runs(comm)
+		if got := in == runs && piped == 0; got != inline || in+piped != runs {
+			t.Errorf("rank %d: %d inline and %d pipelined runs, want inline %v", r, in, piped, inline)
+		}
 	}
 }
 
@@ -124,4 +131,61 @@ func TestTwoLevelNeverInline(t *testing.T) {
 			t.Errorf("rank %d: %d inline and %d pipelined runs, want 0 and 2", r, in, piped)
 		}
 	}
+}
+
+// TestInlinePairWhenLinksHoldTwoMessages: an all-reduce between two ranks
+// too large for the rule of TestInlineWhenLinksBuffer runs inline exactly
+// when the link holds two of its largest messages and does not send them
+// in place (collective.InPlace); three ranks with the same links keep the
+// stricter rule; the result is the same either way.
+func TestInlinePairWhenLinksHoldTwoMessages(t *testing.T) {
+	const count = 1 << 20 // float32: 4 MiB, two chunks of two 1 MiB segments
+	two := 2*(1<<20) + 2*24
+	for _, c := range []struct {
+		n, capacity int
+		inPlace     bool // the links send messages of 1 MiB in place
+		inline      bool
+	}{
+		{2, 0, false, false},
+		{2, two, false, true},
+		{2, two - 1, false, false},
+		{3, two, false, false},
+		{3, 64 << 20, false, true},
+		{2, 64 << 20, true, true}, // the rule of TestInlineWhenLinksBuffer
+		{2, two, true, false},     // remote frames asked for: pipelined
+	} {
+		t.Run(fmt.Sprintf("n%d/%d/inPlace=%v", c.n, c.capacity, c.inPlace), func(t *testing.T) {
+			cs := buffered(t, c.n, c.capacity)
+			if c.inPlace {
+				cs = inPlace(t, c.n, c.capacity)
+			}
+			for range 3 {
+				allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
+			}
+			wantInline(t, cs, 3, c.inline)
+		})
+	}
+}
+
+// inPlaceConn is a bufferingConn whose SendWait would leave messages of 1
+// MiB and up in the sender's memory (see collective.InPlace).
+type inPlaceConn struct{ bufferingConn }
+
+func (inPlaceConn) SendsInPlace(n int) bool { return n >= 1<<20 }
+
+type inPlaceTransport struct{ bufferingTransport }
+
+func (b inPlaceTransport) Conn(peer int) collective.Conn {
+	return inPlaceConn{bufferingConn{b.Transport.Conn(peer), b.capacity}}
+}
+
+// inPlace is buffered with links that send large messages in place.
+func inPlace(t *testing.T, n, capacity int) []*collective.Comm {
+	ts := meshtest.Mem(t, n)
+	cs := make([]*collective.Comm, n)
+	for r, tr := range ts {
+		cs[r] = collective.NewComm(inPlaceTransport{bufferingTransport{tr, capacity}}, collective.Options{})
+		t.Cleanup(func() { cs[r].Close() })
+	}
+	return cs
 }

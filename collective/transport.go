@@ -26,9 +26,10 @@ type Conn interface {
 // leave unreceived: as long as the frames sent on the link and not yet
 // received hold at most Buffered(n) payload bytes in n messages, each Send
 // returns without waiting for the peer. 0 promises nothing. When every
-// link a plan sends on buffers twice what the plan sends on it, the
-// communicator runs the plan step by step in the caller's goroutine
-// instead of pipelining it over three (see Comm.execute).
+// link a plan sends on buffers twice what the plan sends on it (or, for
+// an all-reduce of two ranks, two of its messages), the communicator runs
+// the plan step by step in the caller's goroutine instead of pipelining
+// it over three (see Comm.execute).
 type Buffered interface {
 	Buffered(messages int) int
 }
@@ -43,6 +44,15 @@ type Buffered interface {
 // receives, never does.
 type Rendezvous interface {
 	SendWait(ctx context.Context, tag Tag, p []byte) error
+}
+
+// InPlace is implemented by Rendezvous Conns that can say whether
+// SendWait would leave a message of n bytes in the sender's memory for
+// the receiver to copy (a shared-memory link with remote frames on).
+// Only the pipelined executor sends with SendWait, so an all-reduce of two
+// ranks whose messages would go so runs pipelined rather than inline.
+type InPlace interface {
+	SendsInPlace(n int) bool
 }
 
 // Exchanger is implemented by Conns that can move two messages at once in

@@ -243,6 +243,13 @@ func (c *blameConn) Buffered(messages int) int {
 	return 0
 }
 
+// SendsInPlace passes on the wrapped link's answer (see
+// collective.InPlace).
+func (c *blameConn) SendsInPlace(n int) bool {
+	in, ok := c.Conn.(collective.InPlace)
+	return ok && in.SendsInPlace(n)
+}
+
 // SendWait sends on the link, perhaps waiting for the peer's Recv when the
 // wrapped link can (see collective.Rendezvous), reporting a peer that went
 // away.

@@ -96,6 +96,14 @@ func (c *conn) SendWait(ctx context.Context, tag collective.Tag, p []byte) error
 	return l.SendWait(tag, p)
 }
 
+// SendsInPlace reports whether SendWait would leave a payload of n bytes
+// for the peer to copy (see collective.InPlace): on a shared-memory link
+// with remote frames on.
+func (c *conn) SendsInPlace(n int) bool {
+	l, ok := c.link.(*shm.Link)
+	return ok && l.SendsInPlace(n)
+}
+
 // ReducesOnArrival reports whether RecvReduce folds frames as they
 // arrive (see collective.ReduceReceiver): on a shared-memory link.
 func (c *conn) ReducesOnArrival() bool {

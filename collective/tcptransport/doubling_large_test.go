@@ -50,3 +50,19 @@ func TestDoublingBeyondBuffering(t *testing.T) {
 		})
 	}
 }
+
+// TestPairInlineBeyondRing runs all-reduces of two ranks over shared
+// memory from twice to sixteen times a ring's 4 MiB, which the
+// communicator runs inline (each link holds two of their 1 MiB
+// messages), back to back with odd lengths and element types, so that
+// one operation's last messages are still unread when the next begins:
+// every sum must be exact within allreduceExact's minute.
+func TestPairInlineBeyondRing(t *testing.T) {
+	m := meshTuned(t, 2, Config{}, tuning{remoteMin: -1})
+	cs := []*collective.Comm{collective.NewComm(m[0], collective.Options{}), collective.NewComm(m[1], collective.Options{})}
+	for _, count := range []int{2<<20 + 3, 16<<20 + 1, 4<<20 - 1} {
+		allreduceExact(t, cs, kernels.F32, count)
+		allreduceExact(t, cs, kernels.F64, count/2+1)
+		allreduceExact(t, cs, kernels.F16, 1000)
+	}
+}

@@ -44,6 +44,13 @@ func (l *lazyConn) Send(ctx context.Context, tag collective.Tag, p []byte) error
 	return c.Send(ctx, tag, p)
 }
 
+// SendsInPlace is the formed link's answer (see collective.InPlace); a
+// link not formed yet sends nothing in place.
+func (l *lazyConn) SendsInPlace(n int) bool {
+	c := l.t.slots[l.peer].formed.Load()
+	return c != nil && c.SendsInPlace(n)
+}
+
 // SendWait forms the link if need be, then sends on it, perhaps waiting
 // for the peer's Recv (see collective.Rendezvous).
 func (l *lazyConn) SendWait(ctx context.Context, tag collective.Tag, p []byte) error {

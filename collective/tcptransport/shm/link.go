@@ -248,6 +248,13 @@ func (l *Link) Down() { close(l.downed) }
 // Wait returns once the watcher has unmapped the rings and ended.
 func (l *Link) Wait() { <-l.done }
 
+// SendsInPlace reports whether SendWait would leave a payload of n bytes
+// in this process's memory for the receiver to copy (see
+// collective.InPlace). Like SendWait, it is for the goroutine that sends.
+func (l *Link) SendsInPlace(n int) bool {
+	return l.remoteMin > 0 && n >= max(l.remoteMin, RemoteFloor)
+}
+
 // SetRemote sets how the link moves large messages (see SendWait): min is
 // the least payload that SendWait leaves in the sender's memory for the
 // receiver to copy, 0 for none; refuse makes this side refuse to copy
