@@ -428,15 +428,19 @@ func (c *Comm) inline(p *plan, esz, total int) bool {
 // (the previous operation's last ones are read before the peer sends its
 // first of this one). A peer that runs it pipelined (its links may
 // promise less) receives in a goroutine of its own, which waits only for
-// its sends of earlier steps, which this rank has read. On the 2-CPU test VM, two ranks over
-// shared memory (4 MiB rings, 1 MiB segments, one processor each),
-// medians of four interleaved launches of examples/allreduce_bench,
-// pipelined against inline, and Open MPI's shared memory in the same run:
+// its sends of earlier steps, which this rank has read.
 //
-//	2 MiB 566 / 132 µs (171),  4 MiB 765 / 259 (384),  16 MiB 3.50 / 2.02 ms (3.76),  64 MiB 11.8 / 10.5 ms
+// On the 2-CPU test VM (4 MiB rings, 1 MiB segments, a processor per
+// rank), five interleaved launches of examples/allreduce_bench, the rule
+// of buffers alone against this one, Open MPI's shared memory beside
+// them:
 //
-// Between more ranks a rank may run further ahead of the next (up to n
-// steps of a ring), so they keep the rule of buffers.
+//	2 MiB 654 / 390 µs (297),  4 MiB 965 / 744 (585),  16 MiB 3.81 / 2.36 ms (3.79),  64 MiB 14.1 / 12.2 ms
+//
+// That VM ran at two speeds; in a run mostly at the faster one, 2 MiB
+// took 566 / 132 µs (171) and 4 MiB 765 / 259 (384). Between more ranks
+// a rank may run further ahead of the next (up to n steps of a ring), so
+// they keep the rule of buffers.
 func (c *Comm) pairBuffers(p *plan, esz int) bool {
 	if !p.lockstep || c.Size() != 2 {
 		return false
