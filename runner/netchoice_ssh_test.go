@@ -26,6 +26,11 @@ func TestCheckReach(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Each probe's connection may take ConnectTimeout, its ssh session
+		// three times that: with 5 s, a loaded CI run (two busy loops
+		// beside it) once saw both probes of the real sshd time out.
+		// Neither case here waits that long when it passes.
+		tg.cfg.ConnectTimeout = 30 * time.Second
 		sp := NewSSHSpawner(tg.cfg).(ReachChecker)
 		closed := ln.Addr().String()
 		err = sp.CheckReach(t.Context(), []string{tg.host}, map[string]string{tg.host: closed})
