@@ -29,12 +29,16 @@ type bufferingConn struct {
 func (b bufferingConn) Buffered(messages int) int { return max(0, b.capacity-24*messages) }
 
 // buffered returns n comms over in-memory links that promise capacity
-// (0: links that promise nothing).
-func buffered(t *testing.T, n, capacity int) []*collective.Comm {
+// (0: links that promise nothing), and with inPlace send messages of 1 MiB
+// and up in place (see inPlaceConn).
+func buffered(t *testing.T, n, capacity int, inPlace bool) []*collective.Comm {
 	ts := meshtest.Mem(t, n)
 	cs := make([]*collective.Comm, n)
 	for r, tr := range ts {
-		if capacity > 0 {
+		switch {
+		case inPlace:
+			tr = inPlaceTransport{bufferingTransport{tr, capacity}}
+		case capacity > 0:
 			tr = bufferingTransport{tr, capacity}
 		}
 		cs[r] = collective.NewComm(tr, collective.Options{})
@@ -61,7 +65,7 @@ func TestInlineWhenLinksBuffer(t *testing.T) {
 		{64 << 20, true},
 	} {
 		t.Run(fmt.Sprint(c.capacity), func(t *testing.T) {
-			cs := buffered(t, n, c.capacity)
+			cs := buffered(t, n, c.capacity, false)
 			for range 3 {
 				allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
 			}
@@ -155,10 +159,7 @@ func TestInlinePairWhenLinksHoldTwoMessages(t *testing.T) {
 		{2, two, true, false},     // remote frames asked for: pipelined
 	} {
 		t.Run(fmt.Sprintf("n%d/%d/inPlace=%v", c.n, c.capacity, c.inPlace), func(t *testing.T) {
-			cs := buffered(t, c.n, c.capacity)
-			if c.inPlace {
-				cs = inPlace(t, c.n, c.capacity)
-			}
+			cs := buffered(t, c.n, c.capacity, c.inPlace)
 			for range 3 {
 				allreduceCase(t, cs, kernels.F32, kernels.Sum, count)
 			}
@@ -177,15 +178,4 @@ type inPlaceTransport struct{ bufferingTransport }
 
 func (b inPlaceTransport) Conn(peer int) collective.Conn {
 	return inPlaceConn{bufferingConn{b.Transport.Conn(peer), b.capacity}}
-}
-
-// inPlace is buffered with links that send large messages in place.
-func inPlace(t *testing.T, n, capacity int) []*collective.Comm {
-	ts := meshtest.Mem(t, n)
-	cs := make([]*collective.Comm, n)
-	for r, tr := range ts {
-		cs[r] = collective.NewComm(inPlaceTransport{bufferingTransport{tr, capacity}}, collective.Options{})
-		t.Cleanup(func() { cs[r].Close() })
-	}
-	return cs
 }

@@ -53,7 +53,7 @@ const descSize = 16
 // socket, so under TLS they need no encryption: the handshake that set up
 // the rings, and with them the peer's pid, ran inside TLS.
 func (l *Link) SendWait(tag collective.Tag, p []byte) error {
-	if l.remoteMin <= 0 || len(p) < max(l.remoteMin, RemoteFloor) {
+	if !l.SendsInPlace(len(p)) {
 		return l.Send(tag, p)
 	}
 	l.mu.RLock()
