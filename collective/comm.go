@@ -143,6 +143,7 @@ type Comm struct {
 	seq     uint64
 	plans   map[planKey]*plan
 	scratch [][]byte
+	spare   *run // a run to reuse (see call.run)
 	// An Agree's message of vector and separate data (AgreeRider.Apart):
 	// its parts for a Vectored link, or gathered for another.
 	agreeParts  [][]byte
@@ -407,7 +408,19 @@ func (c *Comm) execute(ctx context.Context, r *run, total int) error {
 		c.fail(err)
 		return c.Err()
 	}
+	// Every goroutine of the run has ended: keep it for the next
+	// operation, cleared but for the storage of its piece lists (emptied,
+	// so that they keep no caller's buffer alive), its gather buffers and
+	// its bound fold.
+	*r = run{sendPs: emptied(r.sendPs), recvPs: emptied(r.recvPs), redPs: emptied(r.redPs), sendTmp: r.sendTmp[:0], recvTmp: r.recvTmp[:0], fold: r.fold}
+	c.spare = r
 	return nil
+}
+
+// emptied returns ps with no length, its storage cleared.
+func emptied(ps [][]byte) [][]byte {
+	clear(ps[:cap(ps)])
+	return ps[:0]
 }
 
 // inline reports whether plan p, moving total bytes per rank, runs inline:

@@ -34,6 +34,11 @@ type run struct {
 	// the reducer's.
 	sendPs, recvPs, redPs [][]byte
 	sendTmp, recvTmp      []byte
+
+	// runExchange's fold of the step in hand, and foldArrived bound to
+	// this run once.
+	ex   exchangeFold
+	fold func(int)
 }
 
 func (r *run) bytes(s Segment) []byte {
@@ -266,15 +271,8 @@ func (r *run) exchanges() bool {
 // peer's step matches it (see plan.lockstep). scratch holds the largest
 // Reduce segment.
 func (r *run) runExchange(ctx context.Context, scratch []byte) error {
-	var seg Segment // the segment being reduced into
-	var tmp []byte  // where it arrives
-	done := 0       // bytes of tmp folded into seg
-	fold := func(n int) {
-		n -= n % r.esz
-		if n-done >= reducePiece || n == len(tmp) && n > done {
-			r.reduceRange(seg, done, n, tmp)
-			done = n
-		}
+	if r.fold == nil {
+		r.fold = r.foldArrived // bound once: a run is reused (see call.run)
 	}
 	for i, st := range r.p.steps {
 		if st.SendTo < 0 || st.RecvFrom < 0 {
@@ -288,18 +286,18 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 		r.sendPs = r.segPieces(st.Send, r.sendPs)
 		var arrived func(int)
 		if st.Combine == Reduce {
-			seg, tmp, done = st.Recv, scratch[:st.Recv.Len*r.esz], 0
-			r.recvPs = append(r.recvPs[:0], tmp)
+			r.ex = exchangeFold{seg: st.Recv, tmp: scratch[:st.Recv.Len*r.esz]}
+			r.recvPs = append(r.recvPs[:0], r.ex.tmp)
 			if !st.Send.overlaps(st.Recv) { // else folded once all of the send is out (recursive doubling)
-				arrived = fold
+				arrived = r.fold
 			}
 		} else {
 			r.recvPs = r.segPieces(st.Recv, r.recvPs)
 		}
 		r.c.waiting(st.RecvFrom)
 		sendErr, recvErr := ex.Exchange(ctx, tag, r.sendPs, r.c.t.Conn(st.RecvFrom), rtag, r.recvPs, arrived)
-		if recvErr == nil && st.Combine == Reduce && done < len(tmp) {
-			r.reduceRange(seg, done, len(tmp), tmp) // only for an Exchange that does not report every arrival
+		if x := &r.ex; recvErr == nil && st.Combine == Reduce && x.done < len(x.tmp) {
+			r.reduceRange(x.seg, x.done, len(x.tmp), x.tmp) // only for an Exchange that does not report every arrival
 		}
 		if sendErr != nil || recvErr != nil {
 			var se, re error
@@ -313,6 +311,27 @@ func (r *run) runExchange(ctx context.Context, scratch []byte) error {
 		}
 	}
 	return nil
+}
+
+// exchangeFold is the reduction in progress of runExchange's step: the
+// segment reduced into, the scratch it arrives in, and how many bytes of
+// it are folded in.
+type exchangeFold struct {
+	seg  Segment
+	tmp  []byte
+	done int
+}
+
+// foldArrived is runExchange's report of arrival (as r.fold): with the
+// first n bytes of the step's message in, it folds what has arrived since
+// the last fold, once that is at least reducePiece or the whole message.
+func (r *run) foldArrived(n int) {
+	x := &r.ex
+	n -= n % r.esz
+	if n-x.done >= reducePiece || n == len(x.tmp) && n > x.done {
+		r.reduceRange(x.seg, x.done, n, x.tmp)
+		x.done = n
+	}
 }
 
 // segPieces returns s as pieces, reusing ps's storage: its parts in the

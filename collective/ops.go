@@ -75,6 +75,21 @@ func (c *Comm) open(name string, dt kernels.DType, buf []byte) (call, int, error
 	return x, n, nil
 }
 
+// run returns a run of plan p for this call, on elements of esz bytes:
+// the Comm's spare one (which execute keeps after a run that succeeded),
+// or a new one. Reusing it keeps an operation on a cached plan from
+// allocating: each allocation of a fresh run touched fresh heap, and on
+// the 2-CPU test VM a page's first touch costs tens of microseconds.
+func (x call) run(p *plan, esz int) *run {
+	r := x.c.spare
+	if r == nil {
+		r = new(run)
+	}
+	x.c.spare = nil
+	r.p, r.op, r.seq, r.esz = p, x.name, x.seq, esz
+	return r
+}
+
 // end lets the next operation start.
 func (x call) end() { x.c.end() }
 
@@ -190,11 +205,12 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 	if err := x.scale(dt, buf, pre); err != nil {
 		return err
 	}
-	p, err := x.plan(c.allreduceKey(n, dt.Size()))
+	p, err := x.allreducePlan(c.allreduceKey(n, dt.Size()))
 	if err != nil {
 		return err
 	}
-	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: dt.Size(), reduce: red}
+	r := x.run(p, dt.Size())
+	r.bufs[BufMain], r.reduce = buf, red
 	if err := c.execute(ctx, r, len(buf)); err != nil {
 		return err
 	}
@@ -206,29 +222,42 @@ func (c *Comm) Allreduce(ctx context.Context, dt kernels.DType, buf []byte, op k
 // (latency-bound: fewest messages), run inline up to InlineBytes;
 // halving-doubling up to Options.HalvingBytes on a power of two ranks
 // above 2 (the ring's bytes in fewer rounds); the ring beyond
-// (bandwidth-bound). It
-// returns the plan's key and the schedule that builds it.
-func (c *Comm) allreduceKey(count, esz int) (planKey, func() []Step) {
-	if c.hier.twoLevel(count*esz, c.opts.InlineBytes) {
+// (bandwidth-bound). It returns the plan's key; allreduceSteps builds the
+// plan it names.
+func (c *Comm) allreduceKey(count, esz int) planKey {
+	key := planKey{alg: algAllreduceRing, count: count, esz: esz}
+	switch n := c.Size(); {
+	case c.hier.twoLevel(count*esz, c.opts.InlineBytes):
+		key.alg = algAllreduceHier
+	case count*esz <= c.opts.DoublingBytes:
+		key.alg = algAllreduceDoubling
+	case count*esz <= c.opts.HalvingBytes && n > 2 && powerOfTwo(n):
+		key.alg = algAllreduceHalving
+	}
+	return key
+}
+
+// allreducePlan returns the cached plan of key (an allreduceKey), building
+// it on first use. Building goes through a closure made here, which stays
+// on the stack: an all-reduce whose plan is cached allocates nothing for
+// it.
+func (x call) allreducePlan(key planKey) (*plan, error) {
+	return x.plan(key, func() []Step { return x.c.allreduceSteps(key) })
+}
+
+// allreduceSteps is the schedule of the all-reduce that key names.
+func (c *Comm) allreduceSteps(key planKey) []Step {
+	count, esz := key.count, key.esz
+	switch key.alg {
+	case algAllreduceHier:
 		hosts, seg := c.hier.hosts, c.segElems(esz)
-		blocks := blockCount(count, len(hosts[0])*seg)
-		return planKey{alg: algAllreduceHier, count: count, esz: esz}, func() []Step {
-			return HierarchicalAllreduce(c.Rank(), hosts, count, seg, blocks)
-		}
+		return HierarchicalAllreduce(c.Rank(), hosts, count, seg, blockCount(count, len(hosts[0])*seg))
+	case algAllreduceDoubling:
+		return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
+	case algAllreduceHalving:
+		return HalvingDoublingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
 	}
-	if count*esz <= c.opts.DoublingBytes {
-		return planKey{alg: algAllreduceDoubling, count: count, esz: esz}, func() []Step {
-			return RecursiveDoublingAllreduce(c.Rank(), c.Size(), count)
-		}
-	}
-	if n := c.Size(); count*esz <= c.opts.HalvingBytes && n > 2 && powerOfTwo(n) {
-		return planKey{alg: algAllreduceHalving, count: count, esz: esz}, func() []Step {
-			return HalvingDoublingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
-		}
-	}
-	return planKey{alg: algAllreduceRing, count: count, esz: esz}, func() []Step {
-		return RingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
-	}
+	return RingAllreduce(c.Rank(), c.Size(), count, c.segElems(esz))
 }
 
 // ReduceScatter reduces buf element-wise across all ranks with op and leaves
@@ -262,7 +291,8 @@ func (c *Comm) ReduceScatter(ctx context.Context, dt kernels.DType, buf []byte, 
 	if err != nil {
 		return err
 	}
-	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: dt.Size(), reduce: red}
+	r := x.run(p, dt.Size())
+	r.bufs[BufMain], r.reduce = buf, red
 	if err := c.execute(ctx, r, len(buf)); err != nil {
 		return err
 	}
@@ -295,7 +325,8 @@ func (c *Comm) Allgather(ctx context.Context, dt kernels.DType, buf []byte, coun
 	if err != nil {
 		return err
 	}
-	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: dt.Size()}
+	r := x.run(p, dt.Size())
+	r.bufs[BufMain] = buf
 	return c.execute(ctx, r, len(buf))
 }
 
@@ -320,7 +351,8 @@ func (c *Comm) Broadcast(ctx context.Context, buf []byte, root int) error {
 	if err != nil {
 		return err
 	}
-	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{buf}, esz: 1}
+	r := x.run(p, 1)
+	r.bufs[BufMain] = buf
 	return c.execute(ctx, r, n)
 }
 
@@ -354,7 +386,8 @@ func (c *Comm) Alltoall(ctx context.Context, dt kernels.DType, send []byte, send
 	if err != nil {
 		return err
 	}
-	r := &run{p: p, op: x.name, seq: x.seq, bufs: [2][]byte{send, recv}, esz: esz}
+	r := x.run(p, esz)
+	r.bufs = [2][]byte{send, recv}
 	return c.execute(ctx, r, max(len(send), len(recv)))
 }
 
@@ -369,6 +402,6 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := &run{p: p, op: x.name, seq: x.seq, esz: 1}
+	r := x.run(p, 1)
 	return c.execute(ctx, r, 0)
 }

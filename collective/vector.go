@@ -125,11 +125,12 @@ func (c *Comm) AllreduceVec(ctx context.Context, dt kernels.DType, parts [][]byt
 			return err
 		}
 	}
-	p, err := x.plan(c.allreduceKey(n, dt.Size()))
+	p, err := x.allreducePlan(c.allreduceKey(n, dt.Size()))
 	if err != nil {
 		return err
 	}
-	r := &run{p: p, op: x.name, seq: x.seq, vec: newVector(parts), esz: dt.Size(), reduce: red}
+	r := x.run(p, dt.Size())
+	r.vec, r.reduce = newVector(parts), red
 	if err := c.execute(ctx, r, n*dt.Size()); err != nil {
 		return err
 	}

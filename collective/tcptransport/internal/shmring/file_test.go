@@ -1,9 +1,13 @@
 package shmring
 
 import (
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 // TestCreateLeavesNoName: the file behind a new ring has no link in any
@@ -108,4 +112,51 @@ func TestCapacities(t *testing.T) {
 	if _, err := Open("/proc", OfferPath(f), make([]byte, TokenSize)); err == nil || !strings.Contains(err.Error(), "not a ring's file") {
 		t.Errorf("Open of a file of %d bytes: %v, want a refusal", FileSize(MinCapacity)+1, err)
 	}
+}
+
+// TestMappingsArePopulated: both the creator's and the peer's mapping of
+// a ring have every page in place from the start (see mapFile), as the
+// kernel counts them in /proc/self/smaps.
+func TestMappingsArePopulated(t *testing.T) {
+	r, f, token, err := Create(MaxCapacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unmap()
+	defer f.Close()
+	peer, err := Open("/proc", OfferPath(f), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Unmap()
+	for _, m := range []*Ring{r, peer} {
+		rss, err := mappedKiB(m.mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := len(m.mem) >> 10; rss < want {
+			t.Errorf("mapping at %p: %d KiB in place, want %d", &m.mem[0], rss, want)
+		}
+	}
+}
+
+// mappedKiB returns the Rss that /proc/self/smaps gives the mapping that
+// starts at mem.
+func mappedKiB(mem []byte) (int, error) {
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&mem[0])))
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = strings.HasPrefix(f[0], start)
+			continue
+		}
+		if in && strings.HasPrefix(l, "Rss:") {
+			return strconv.Atoi(strings.Fields(l)[1])
+		}
+	}
+	return 0, fmt.Errorf("no mapping at %s in /proc/self/smaps", start)
 }
