@@ -48,8 +48,10 @@ func buffered(t *testing.T, n, capacity int, inPlace bool) []*collective.Comm {
 }
 
 // TestInlineWhenLinksBuffer: an operation past the inline size runs inline
-// exactly when every link it sends on buffers twice what it sends there,
-// and gives the same result either way.
+// exactly when every link it sends on buffers twice what it sends there
+// (links that cannot tell what they hold unread; see
+// TestRingInlineWhenLinksHoldTheLead for those that can), and gives the
+// same result either way.
 func TestInlineWhenLinksBuffer(t *testing.T) {
 	const n, count = 4, 64 << 10 // float32: 256 KiB, past the 32 KiB inline size
 	// The ring sends 2(n-1) chunks of count/n elements to the next rank, in

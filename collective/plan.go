@@ -35,6 +35,10 @@ type plan struct {
 	// it step by step with each step's send and receive moving together
 	// (see run.runExchange).
 	lockstep bool
+	// ringLead, for a ring all-reduce among more than two ranks, is the
+	// most messages a link may hold unread while this rank runs it
+	// inline (see Comm.ringBuffers); 0 for any other plan.
+	ringLead int
 }
 
 // linkLoad is what a plan sends on one link.

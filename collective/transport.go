@@ -55,6 +55,16 @@ type InPlace interface {
 	SendsInPlace(n int) bool
 }
 
+// Backlogged is implemented by Buffered Conns that can tell how many
+// bytes they hold that this rank has sent and the peer has not received
+// yet (frames' headers included). It is asked between operations, by the
+// goroutine that sends: a ring all-reduce among more than two ranks runs
+// inline only on links that hold nothing of earlier operations (see
+// Comm.ringBuffers).
+type Backlogged interface {
+	Backlog() int
+}
+
 // Exchanger is implemented by Conns that can move two messages at once in
 // the calling goroutine: Exchange sends the concatenation of p's pieces
 // under tag on this Conn while it receives the message under rtag from

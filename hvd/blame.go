@@ -243,6 +243,16 @@ func (c *blameConn) Buffered(messages int) int {
 	return 0
 }
 
+// Backlog passes on the wrapped link's (see collective.Backlogged); a
+// link that cannot tell says it holds a byte, so that nothing relies on
+// it being empty.
+func (c *blameConn) Backlog() int {
+	if b, ok := c.Conn.(collective.Backlogged); ok {
+		return b.Backlog()
+	}
+	return 1
+}
+
 // SendsInPlace passes on the wrapped link's answer (see
 // collective.InPlace).
 func (c *blameConn) SendsInPlace(n int) bool {

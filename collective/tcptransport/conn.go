@@ -185,6 +185,15 @@ func (b badConn) Recv(context.Context, collective.Tag, []byte) error { return b.
 func (b badConn) SendVec(context.Context, collective.Tag, [][]byte) error { return b.err }
 func (b badConn) RecvVec(context.Context, collective.Tag, [][]byte) error { return b.err }
 
+// Backlog is what a shared-memory link holds of this rank's frames unread
+// (see collective.Backlogged); 0 over TCP, which promises nothing.
+func (c *conn) Backlog() int {
+	if l, ok := c.link.(*shm.Link); ok {
+		return l.Backlog()
+	}
+	return 0
+}
+
 // Buffered is what the link to the peer holds unreceived, in payload bytes
 // of messages frames (see collective.Buffered): a shared-memory ring's
 // capacity (this rank's outbound one) less the frames' headers; nothing promised over TCP, whose

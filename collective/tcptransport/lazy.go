@@ -104,6 +104,15 @@ func (l *lazyConn) RecvVec(ctx context.Context, tag collective.Tag, parts [][]by
 	return c.RecvVec(ctx, tag, parts)
 }
 
+// Backlog is the formed link's (see collective.Backlogged); a link not
+// formed yet holds nothing.
+func (l *lazyConn) Backlog() int {
+	if c := l.t.slots[l.peer].formed.Load(); c != nil {
+		return c.Backlog()
+	}
+	return 0
+}
+
 // Buffered is the formed link's promise; a link not formed yet promises
 // nothing, so that an operation on it is pipelined and its sends never
 // wait in the caller's goroutine for the link to form.

@@ -236,6 +236,19 @@ func (l *Link) Buffered(messages int) int {
 	return max(0, l.out.Capacity()-messages*frame.HeaderSize)
 }
 
+// Backlog is what this side has written to its outbound ring and the
+// peer has not read yet, in bytes, frames' headers included (see
+// collective.Backlogged); 0 once the rings are unmapped. Like Send, it is
+// for the goroutine that sends.
+func (l *Link) Backlog() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if !l.mapped {
+		return 0
+	}
+	return l.out.Unread()
+}
+
 // Gone reports whether the watcher has seen the peer close its end; frames
 // it wrote before may still be unread.
 func (l *Link) Gone() bool { return l.gone.Load() }

@@ -54,6 +54,10 @@ type Ring struct {
 	pid, pidfd int
 }
 
+// Unread returns how many bytes the writer has written that the reader
+// has not read yet. Only the writer may ask, between its writes.
+func (r *Ring) Unread() int { return int(r.pos - atomic.LoadUint64(r.u64(offTail))) }
+
 // Capacity returns how many bytes the ring holds that the writer has
 // written and the reader has not read yet.
 func (r *Ring) Capacity() int { return len(r.data) }
