@@ -161,10 +161,11 @@ func sshCmdlines() map[int][]byte {
 	return out
 }
 
-// sshReadEnv0 waits for the env -0 output in path and returns it as a map.
+// sshReadEnv0 waits for the env -0 output in path, for at most
+// sshTestStart, and returns it as a map.
 func sshReadEnv0(t *testing.T, path string) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(sshTestStart)
 	b, err := os.ReadFile(path)
 	for err != nil && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -30,6 +30,14 @@ type sshTarget struct {
 // sshTestGrace is the remote grace period of the tests.
 const sshTestGrace = time.Second
 
+// sshTestStart bounds how long the tests wait for a remote program to
+// start and show itself (its pid, its output, its environment). A fresh
+// clone's CI run with two busy loops beside it once saw two such programs,
+// started through the real sshd while other packages' tests ran, write no
+// pid within the 10 s these waits had; a wait that succeeds ends as soon
+// as the program shows itself.
+const sshTestStart = 60 * time.Second
+
 // forEachSSHTarget runs f as subtest "fake", against a fake ssh client that
 // runs the remote command locally in a new session (as sshd does), and as
 // subtest "sshd", against a real OpenSSH sshd on 127.0.0.2 (skipped when
@@ -157,29 +165,30 @@ func (r *sshRank) waitExit(t *testing.T, d time.Duration) error {
 // sshTestOutput collects a rank's stream; safe for concurrent use.
 type sshTestOutput struct{ testutil.SyncBuffer }
 
-// waitFor waits until the output holds s, for at most 10 s.
+// waitFor waits until the output holds s, for at most sshTestStart.
 func (o *sshTestOutput) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(sshTestStart)
 	for !strings.Contains(o.String(), s) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the output after 10s; output:\n%s", s, o.String())
+			t.Fatalf("no %q in the output after %v; output:\n%s", s, sshTestStart, o.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// sshReadPID waits until the rank wrote its pid to path and returns it.
+// sshReadPID waits until the rank wrote its pid to path and returns it,
+// for at most sshTestStart.
 func sshReadPID(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(sshTestStart)
 	for {
 		b, err := os.ReadFile(path)
 		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
 			return pid
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s after 10s", path)
+			t.Fatalf("no pid in %s after %v", path, sshTestStart)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
