@@ -413,25 +413,16 @@ func (c *Comm) execute(ctx context.Context, r *run, total int) error {
 		c.fail(err)
 		return c.Err()
 	}
-	// Every goroutine of the run has ended: keep it for the next
-	// operation, cleared but for the storage of its piece lists (emptied,
-	// so that they keep no caller's buffer alive), its gather buffers and
-	// its bound fold.
-	*r = run{sendPs: emptied(r.sendPs), recvPs: emptied(r.recvPs), redPs: emptied(r.redPs), sendTmp: r.sendTmp[:0], recvTmp: r.recvTmp[:0], fold: r.fold}
+	r.reset() // every goroutine of the run has ended
 	c.spare = r
 	return nil
 }
 
-// emptied returns ps with no length, its storage cleared.
-func emptied(ps [][]byte) [][]byte {
-	clear(ps[:cap(ps)])
-	return ps[:0]
-}
-
 // inline reports whether plan p, moving total bytes per rank, runs inline:
-// within InlineBytes, on links that buffer it (see buffers), or as a
+// within InlineBytes, on links that buffer it (see buffers), as a
 // lockstep plan between two ranks on links that hold two of its messages
-// (see pairBuffers).
+// (see pairBuffers), or as a ring among more on links that hold what a
+// rank can run ahead (see ringBuffers).
 func (c *Comm) inline(p *plan, esz, total int) bool {
 	return total <= c.opts.InlineBytes && c.buffers(p, esz, true) ||
 		!p.overlapped && (c.buffers(p, esz, false) || c.pairBuffers(p, esz) || c.ringBuffers(p, esz))
@@ -457,23 +448,28 @@ func (c *Comm) inline(p *plan, esz, total int) bool {
 //
 // On the 2-CPU test VM (4 MiB rings, 1 MiB segments, four ranks on the
 // two processors) this takes the 2 and 3 MiB all-reduces inline, where
-// 1 MiB ran inline already (buffers) and 2 MiB took 2.5 times as long as
-// 1 MiB pipelined.
+// 1 MiB ran inline already (buffers) and 2 MiB took 2.4-3.4 times as long
+// as 1 MiB pipelined (Open MPI's shared memory: 1.8-2.2 times).
 func (c *Comm) ringBuffers(p *plan, esz int) bool {
-	if p.ringLead == 0 {
-		return false
-	}
+	return p.ringLead > 0 && c.holdMessages(p, esz, p.ringLead, true)
+}
+
+// holdMessages reports whether every link that p sends on buffers k of
+// its largest messages (elements of esz bytes) and would not leave them
+// in this rank's memory (see InPlace), and with empty, also holds nothing
+// unread now (see Backlogged).
+func (c *Comm) holdMessages(p *plan, esz, k int, empty bool) bool {
 	for _, l := range p.links {
 		conn := c.t.Conn(l.peer)
 		b, ok := conn.(Buffered)
-		if !ok || b.Buffered(p.ringLead) < p.ringLead*p.maxMsg*esz {
-			return false
-		}
-		if bl, ok := conn.(Backlogged); !ok || bl.Backlog() != 0 {
+		if !ok || b.Buffered(k) < k*p.maxMsg*esz {
 			return false
 		}
 		if in, ok := conn.(InPlace); ok && in.SendsInPlace(p.maxMsg*esz) {
 			return false // remote frames asked for (see InPlace)
+		}
+		if bl, ok := conn.(Backlogged); empty && (!ok || bl.Backlog() != 0) {
+			return false
 		}
 	}
 	return true
@@ -499,23 +495,9 @@ func (c *Comm) ringBuffers(p *plan, esz int) bool {
 //
 // That VM ran at two speeds; in a run mostly at the faster one, 2 MiB
 // took 566 / 132 µs (171) and 4 MiB 765 / 259 (384). Between more ranks
-// a rank may run further ahead of the next (up to n steps of a ring), so
-// they keep the rule of buffers.
+// a rank may run further ahead of the next: see ringBuffers.
 func (c *Comm) pairBuffers(p *plan, esz int) bool {
-	if !p.lockstep || c.Size() != 2 {
-		return false
-	}
-	for _, l := range p.links {
-		conn := c.t.Conn(l.peer)
-		b, ok := conn.(Buffered)
-		if !ok || b.Buffered(2) < 2*p.maxMsg*esz {
-			return false
-		}
-		if in, ok := conn.(InPlace); ok && in.SendsInPlace(p.maxMsg*esz) {
-			return false // remote frames asked for (see InPlace)
-		}
-	}
-	return true
+	return p.lockstep && c.Size() == 2 && c.holdMessages(p, esz, 2, false)
 }
 
 // buffers reports whether every link that p sends on buffers twice what p

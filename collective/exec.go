@@ -41,6 +41,20 @@ type run struct {
 	fold func(int)
 }
 
+// reset clears r for another operation (see call.run) but for the
+// storage of its piece lists (emptied, so that they keep no caller's
+// buffer alive), its gather buffers and its bound fold.
+func (r *run) reset() {
+	*r = run{sendPs: emptied(r.sendPs), recvPs: emptied(r.recvPs), redPs: emptied(r.redPs),
+		sendTmp: r.sendTmp[:0], recvTmp: r.recvTmp[:0], fold: r.fold}
+}
+
+// emptied returns ps with no length, its storage cleared.
+func emptied(ps [][]byte) [][]byte {
+	clear(ps[:cap(ps)])
+	return ps[:0]
+}
+
 func (r *run) bytes(s Segment) []byte {
 	return r.bufs[s.Buf][s.Off*r.esz : s.end()*r.esz]
 }

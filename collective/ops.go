@@ -78,8 +78,9 @@ func (c *Comm) open(name string, dt kernels.DType, buf []byte) (call, int, error
 // run returns a run of plan p for this call, on elements of esz bytes:
 // the Comm's spare one (which execute keeps after a run that succeeded),
 // or a new one. Reusing it keeps an operation on a cached plan from
-// allocating: each allocation of a fresh run touched fresh heap, and on
-// the 2-CPU test VM a page's first touch costs tens of microseconds.
+// allocating: the garbage of fresh runs grew the heap onto fresh pages,
+// whose faults cost the first operations of a job (see
+// TestSmallOpsAllocateNothing).
 func (x call) run(p *plan, esz int) *run {
 	r := x.c.spare
 	if r == nil {

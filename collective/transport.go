@@ -27,9 +27,10 @@ type Conn interface {
 // received hold at most Buffered(n) payload bytes in n messages, each Send
 // returns without waiting for the peer. 0 promises nothing. When every
 // link a plan sends on buffers twice what the plan sends on it (or, for
-// an all-reduce of two ranks, two of its messages), the communicator runs
-// the plan step by step in the caller's goroutine instead of pipelining
-// it over three (see Comm.execute).
+// an all-reduce of two ranks, two of its messages; for a ring among more,
+// what a rank can run ahead, on links also Backlogged), the communicator
+// runs the plan step by step in the caller's goroutine instead of
+// pipelining it over three (see Comm.inline).
 type Buffered interface {
 	Buffered(messages int) int
 }

@@ -140,10 +140,10 @@ func checkFile(f *os.File) (int, error) {
 // mapFile maps the ring file f, of size bytes, shared and writable, with
 // every page in place (MAP_POPULATE; Create reserved them). Without it
 // each page of the ring faulted in at its first use, in the middle of the
-// operations that crossed it: on the 2-CPU test VM a fault cost tens of
-// microseconds, and four ranks' first 4 KiB all-reduces, which walk every
-// ring's 4 MiB a message at a time, took 620 µs each against 60 with the
-// pages in place (a job of four ranks started about 20 ms later, 165
+// operations that crossed it: on the 2-CPU test VM four ranks' 4 KiB
+// all-reduces as the first size of a launch, which walk every ring's 4
+// MiB a message at a time, took 420-880 µs against 46-60 with the pages
+// in place (a job of four ranks started about 20 ms later: median 166
 // against 146 ms).
 func mapFile(f *os.File, size int) (*Ring, error) {
 	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
