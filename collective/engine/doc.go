@@ -55,7 +55,8 @@
 // (collective.AgreeRider.Apart): no copies in and out. A
 // caller that waits without a deadline runs the cycles itself (see
 // Handle.Drive), so a small blocking all-reduce costs one exchange and no
-// goroutine hand-off.
+// goroutine hand-off; while callers keep doing so, the engine's goroutine
+// sleeps on (its timer moves with the cycles they run; Stats.Wakes).
 //
 // The engine negotiates only while some rank has work: a cycle in which
 // every rank is idle ends it everywhere, and the next submission starts it

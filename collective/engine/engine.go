@@ -70,6 +70,7 @@ type Stats struct {
 	Batches     uint64        // all-reduce batches, one collective.Comm.Allreduce each
 	Tensors     uint64        // all-reduced tensors in those batches
 	Driven      uint64        // cycles run by a caller waiting for its operation (Handle.Drive)
+	Wakes       uint64        // times the engine's goroutine woke from waiting for work or for the next cycle
 	Early       uint64        // all-reduces completed by the negotiation exchange itself (counted in Batches too)
 	// Kinds counts the operations this rank ran, by Kind (index
 	// KindAllreduce and so on; 0 is unused). Early all-reduces count

@@ -220,3 +220,43 @@ func TestEngineDrivenPeerFails(t *testing.T) {
 		t.Fatalf("a submission after the failure: %v, want the engine's failure", err)
 	}
 }
+
+// TestEngineSleepsWhileDriven: while callers run the cycles themselves,
+// blocking operation after operation, the engine's goroutine does not wake
+// every cycle time to find nothing due: a caller that moves the next
+// cycle later moves the goroutine's timer with it. Without that, the
+// goroutine woke about once a cycle time (20 here) over the steps.
+func TestEngineSleepsWhileDriven(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.CycleTime = 20 * time.Millisecond
+	es, _ := newEngines(t, meshtest.Mem, 2, cfg)
+	step := func(r int, e *engine.Engine) error {
+		return e.SubmitDriven(allreduceReq("m", kernels.F32, kernels.Sum, 4), make([]byte, 16)).Wait(context.Background())
+	}
+	onEngines(t, es, step) // the engine turns active; its goroutine takes up the pacing
+	before := make([]engine.Stats, len(es))
+	for r, e := range es {
+		before[r] = e.Stats()
+	}
+	start := time.Now()
+	var steps int
+	for time.Since(start) < 20*cfg.CycleTime {
+		onEngines(t, es, step)
+		steps++
+	}
+	elapsed := time.Since(start)
+	for r, e := range es {
+		st := e.Stats()
+		wakes, cycles := st.Wakes-before[r].Wakes, st.Cycles-before[r].Cycles
+		// A caller that loses a processor for longer than a cycle time
+		// lets the timer ring once: a loaded machine may see a few.
+		t.Logf("rank %d: %d wakes, %d steps in %v", r, wakes, steps, elapsed)
+		if limit := uint64(elapsed / cfg.CycleTime / 4); wakes > limit {
+			t.Errorf("rank %d: the engine's goroutine woke %d times in %v (%d steps, %d cycles, cycle time %v); want at most %d",
+				r, wakes, elapsed, steps, cycles, cfg.CycleTime, limit)
+		}
+		if cycles < uint64(steps) {
+			t.Errorf("rank %d: %d cycles for %d steps", r, cycles, steps)
+		}
+	}
+}

@@ -15,7 +15,11 @@ type turnState struct {
 	failed   error     // a caller's cycle failed: the loop stops the engine with it
 	sleeping bool      // the loop goroutine waits, until sleepEnd if set
 	sleepEnd time.Time
-	driving  bool // the holder is a caller of Drive (counted in Stats.Driven)
+	// sleepTimer ends the loop goroutine's sleep at sleepEnd. It is made
+	// once and re-armed: by the loop as it goes to sleep, and by a caller
+	// of Drive that moved the next cycle later (see release).
+	sleepTimer *time.Timer
+	driving    bool // the holder is a caller of Drive (counted in Stats.Driven)
 }
 
 // run is the engine's goroutine.
@@ -76,13 +80,11 @@ func (e *Engine) loop(ctx context.Context) error {
 			e.turn <- struct{}{}
 			continue
 		}
-		var timer *time.Timer
 		var ring <-chan time.Time
 		e.sleeping, e.sleepEnd = true, time.Time{}
 		if e.active {
 			e.sleepEnd = e.next
-			timer = time.NewTimer(time.Until(e.next))
-			ring = timer.C
+			ring = e.armSleep(time.Until(e.next))
 		}
 		e.turn <- struct{}{}
 		select {
@@ -90,10 +92,25 @@ func (e *Engine) loop(ctx context.Context) error {
 		case <-e.wake:
 		case <-e.stop:
 		}
-		if timer != nil {
-			timer.Stop()
+		if ring != nil {
+			e.sleepTimer.Stop()
 		}
+		e.mu.Lock()
+		e.stats.Wakes++
+		e.mu.Unlock()
 	}
+}
+
+// armSleep sets the loop's timer to ring after d and returns its channel.
+// A value left from an earlier setting is never received after it
+// (time.Timer's Reset, since Go 1.23).
+func (e *Engine) armSleep(d time.Duration) <-chan time.Time {
+	if e.sleepTimer == nil {
+		e.sleepTimer = time.NewTimer(d)
+	} else {
+		e.sleepTimer.Reset(d)
+	}
+	return e.sleepTimer.C
 }
 
 // due says, to the holder of the turn, whether a cycle should start now:
@@ -183,9 +200,22 @@ func (e *Engine) drive(h *Handle) {
 
 // release hands the turn back after a caller's cycles and wakes the loop
 // goroutine when it must look before it would: a failure to stop with,
-// work it has not seen, or a cycle due before its timer.
+// work it has not seen, or a cycle due before its timer. When the cycles
+// moved the next one later than the loop's timer, it moves the timer
+// there too: while callers keep running the cycles themselves, as a
+// training loop's blocking operations do one after another, the loop
+// goroutine sleeps on instead of waking every cycle time only to find
+// nothing due. Each such waking took a processor from the ranks:
+// four ranks on the 2-CPU test VM, a blocking 4 KiB hvd.Allreduce after
+// a 2-second warm-up, four interleaved launches, took 41-69 µs with a
+// cycle time of 1 ms against 29-55 with 100 ms (the bare all-reduce:
+// 23-44).
 func (e *Engine) release() {
 	wake := e.failed != nil || e.sleeping && (e.hasNew() || e.active && (e.sleepEnd.IsZero() || e.next.Before(e.sleepEnd)))
+	if !wake && e.sleeping && e.active && !e.sleepEnd.IsZero() && e.next.After(e.sleepEnd) {
+		e.sleepEnd = e.next
+		e.armSleep(time.Until(e.next))
+	}
 	e.turn <- struct{}{}
 	if wake {
 		e.signal()
