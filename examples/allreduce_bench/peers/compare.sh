@@ -33,8 +33,10 @@
 # missing is left out, with a note). It
 # prints, per rank count and size, the median over the rounds of each
 # peer's median time (µs) and bus bandwidth (GB/s, nccl-tests' busbw), and
-# gorovod's time as a ratio of the fastest MPI peer's; every launch's lines
-# stay in $OUT/results.csv.
+# gorovod's time as a ratio of the fastest MPI peer's; then, with more than
+# one round, each cell's fastest and slowest launch (µs), since a machine
+# whose speed changes between launches moves a median of three a long way;
+# every launch's lines stay in $OUT/results.csv.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -129,7 +131,7 @@ if grep -q ',FAIL$' "$OUT/results.csv"; then
 fi
 
 # The table: medians over the rounds, per n, size and peer.
-awk -F, -v peers="${peers[*]}" '
+awk -F, -v peers="${peers[*]}" -v REPS="$REPS" '
 function median(list,   a, m, i, j, t) {
 	m = split(list, a, " ")
 	for (i = 2; i <= m; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
@@ -158,6 +160,23 @@ END {
 			if (p[i] ~ /^(ompi|mpich)/ && (best == 0 || mt < best)) best = mt
 		}
 		if (ours > 0 && best > 0) printf " %12.2f", ours / best; else printf " %12s", "-"
+		printf "\n"
+	}
+	if (REPS < 2) exit
+	printf "\n# time per launch (µs): the fastest and the slowest of the rounds\n"
+	printf "%-4s %-10s", "n", "bytes"
+	for (i = 1; i <= np; i++) printf " %24s", p[i]
+	printf "\n"
+	for (r = 1; r <= nrows; r++) {
+		split(rows[r], nk, SUBSEP)
+		printf "%-4s %-10s", nk[1], nk[2]
+		for (i = 1; i <= np; i++) {
+			key = rows[r] SUBSEP p[i]
+			if (!(key in t)) { printf " %24s", "-"; continue }
+			m = split(t[key], a, " "); lo = a[1]; hi = a[1]
+			for (j = 2; j <= m; j++) { if (a[j] < lo) lo = a[j]; if (a[j] > hi) hi = a[j] }
+			printf " %24s", sprintf("%.1f-%.1f", lo, hi)
+		}
 		printf "\n"
 	}
 }' "$OUT/results.csv"
