@@ -212,7 +212,7 @@ func (e *Engine) drive(h *Handle) {
 // 23-44).
 func (e *Engine) release() {
 	wake := e.failed != nil || e.sleeping && (e.hasNew() || e.active && (e.sleepEnd.IsZero() || e.next.Before(e.sleepEnd)))
-	if !wake && e.sleeping && e.active && !e.sleepEnd.IsZero() && e.next.After(e.sleepEnd) {
+	if !wake && e.sleeping && e.active && e.next.After(e.sleepEnd) { // sleepEnd is set: not waking says so
 		e.sleepEnd = e.next
 		e.armSleep(time.Until(e.next))
 	}

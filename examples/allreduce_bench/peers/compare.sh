@@ -131,7 +131,7 @@ if grep -q ',FAIL$' "$OUT/results.csv"; then
 fi
 
 # The table: medians over the rounds, per n, size and peer.
-awk -F, -v peers="${peers[*]}" -v REPS="$REPS" '
+awk -F, -v peers="${peers[*]}" '
 function median(list,   a, m, i, j, t) {
 	m = split(list, a, " ")
 	for (i = 2; i <= m; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
@@ -140,6 +140,7 @@ function median(list,   a, m, i, j, t) {
 {
 	key = $3 SUBSEP $4 SUBSEP $2
 	t[key] = t[key] " " $7 * 1e6; bw[key] = bw[key] " " $11
+	if (++launches[key] > 1) rounds = 1
 	if (!seen[$3 SUBSEP $4]++) { rows[++nrows] = $3 SUBSEP $4 }
 }
 END {
@@ -162,7 +163,7 @@ END {
 		if (ours > 0 && best > 0) printf " %12.2f", ours / best; else printf " %12s", "-"
 		printf "\n"
 	}
-	if (REPS < 2) exit
+	if (!rounds) exit
 	printf "\n# time per launch (µs): the fastest and the slowest of the rounds\n"
 	printf "%-4s %-10s", "n", "bytes"
 	for (i = 1; i <= np; i++) printf " %24s", p[i]
