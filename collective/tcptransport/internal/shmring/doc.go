@@ -41,4 +41,13 @@
 // after which the caller's stop function is asked whether to give up, so a
 // peer that dies while the other sleeps is noticed by the caller's own
 // means. WakeReader and WakeWriter rouse this process's sleepers at once.
+//
+// # Copies
+//
+// A writer copies a run of at least 16 KiB into the ring with non-temporal
+// stores on amd64 (see streamMin and fill): the lines go to memory without
+// first being taken back from the reader's cache, one round trip between
+// processors per line, which an ordinary store pays. Shorter runs, other
+// architectures and builds tagged noasm, safe or gccgo copy as copy does.
+// The reader copies out with copy.
 package shmring

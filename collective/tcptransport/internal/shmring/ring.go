@@ -129,8 +129,9 @@ func (r *Ring) WriteVec(parts [][]byte, pl Poll, stop func() error) error {
 			}
 			n := min(free, len(p), Piece)
 			at := int(r.pos % uint64(len(r.data)))
-			k := copy(r.data[at:], p[:n])
-			copy(r.data, p[k:n])
+			k := min(n, len(r.data)-at)
+			fill(r.data[at:at+k], p[:k])
+			fill(r.data[:n-k], p[k:n])
 			r.pos += uint64(n)
 			p = p[n:]
 			if r.pos-published >= Piece {
