@@ -113,7 +113,7 @@ func TestLargeLook(t *testing.T) {
 		machines []string
 		want     time.Duration
 	}{
-		{"one rank per processor, one host", tuning{}, addrs(cpus), nil, exchangeLook},
+		{"one rank per processor, one host", tuning{}, addrs(cpus), nil, max(tcpLook, exchangeLook)},
 		{"more ranks than processors", tuning{}, addrs(cpus + 1), nil, 0},
 		{"two hosts, machines unknown", tuning{}, addrs(1, 1), nil, 0},
 		{"two hosts, one machine unknown", tuning{}, addrs(1, 1), []string{"m", ""}, 0},

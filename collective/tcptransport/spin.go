@@ -113,7 +113,18 @@ func sharingRanks(rank int, addrs, machines []string) int {
 // polling cross-host links made the 4 KiB to 1 MiB all-reduces 11-25%
 // slower (busbw 0.063 against 0.084 GB/s at 4 KiB, 0.945 against 1.057
 // at 1 MiB; three interleaved launches each).
-const tcpLook = 20 * time.Microsecond
+//
+// 100 µs rather than 20 (2026-11-30, the VM in the state where a cache line
+// bounced between its two processors takes about 500 ns a round trip; six
+// interleaved launches of gorun -np 2 --no-shared-memory allreduce_bench
+// of both builds and compare.sh's Open MPI TCP peer): 4 KiB 16.2 against
+// 27.1 µs, 16 KiB 27.3 against 32.4, 64 KiB 39.8 against 77.8 (Open MPI
+// TCP 31.1, 33.9, 49.0); 256 KiB to 16 MiB, whose exchanges then look for
+// as long (largeLook), within the launches' spread (1 MiB 296 against
+// 298, 16 MiB 7.10 against 6.67 ms). mnist at np 2 over the same links,
+// eight alternating pairs: medians 14.8k against 14.9k samples/s, the
+// longer look faster in five.
+const tcpLook = 100 * time.Microsecond
 
 // hostOf returns the host part of a "host:port" address, or the whole
 // string if it has no port.

@@ -117,8 +117,8 @@ func (t tuning) tcpPoll() time.Duration {
 // no processor another rank needs: where every rank of the job is on this
 // host, one processor each (tcpSpin), or where every rank said its
 // machine and those that share this rank's processors are fewer than
-// them (spareKnown). Either way for exchangeLook, or tcpSpin if a test
-// set it longer.
+// them (spareKnown). Either way for exchangeLook, or for tcpSpin where
+// that is longer, as the shipped tcpLook is.
 //
 // Across hosts, a machine with a processor to spare cannot be made on
 // the 2-CPU test VM; 2 emulated hosts × 1 rank (network namespaces: one
