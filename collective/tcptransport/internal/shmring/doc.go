@@ -44,10 +44,12 @@
 //
 // # Copies
 //
-// A writer copies a run of at least 16 KiB into the ring with non-temporal
-// stores on amd64 (see streamMin and fill): the lines go to memory without
-// first being taken back from the reader's cache, one round trip between
-// processors per line, which an ordinary store pays. Shorter runs, other
-// architectures and builds tagged noasm, safe or gccgo copy as copy does.
-// The reader copies out with copy.
+// A writer copies a run of at least 16 KiB into the ring either with copy
+// or, on amd64, with non-temporal stores, which send the lines to memory
+// without first taking them back from the reader's cache. Which is faster
+// depends on whether the two processors share a cache, which a virtual
+// machine can change under a running process, so each writer times a
+// sample of its runs both ways and keeps to the faster (see filler).
+// Shorter runs, other architectures and builds tagged noasm, safe or gccgo
+// copy as copy does. The reader copies out with copy.
 package shmring

@@ -48,6 +48,7 @@ type Ring struct {
 	mem  []byte // the whole mapped file
 	data []byte // mem[headerBytes:], the byte ring; its length is the capacity
 	pos  uint64 // head for the writer, tail for the reader; only this side's
+	fill filler // the writer's choice of how to copy long runs in
 
 	// For the reader (see ReadRemote): the writer's pid and a pidfd of
 	// it, -1 for none.
@@ -130,8 +131,8 @@ func (r *Ring) WriteVec(parts [][]byte, pl Poll, stop func() error) error {
 			n := min(free, len(p), Piece)
 			at := int(r.pos % uint64(len(r.data)))
 			k := min(n, len(r.data)-at)
-			fill(r.data[at:at+k], p[:k])
-			fill(r.data[:n-k], p[k:n])
+			r.fill.fill(r.data[at:at+k], p[:k])
+			r.fill.fill(r.data[:n-k], p[k:n])
 			r.pos += uint64(n)
 			p = p[n:]
 			if r.pos-published >= Piece {
