@@ -22,18 +22,23 @@ import (
 // wake-ups of the sending, receiving and reducing goroutines.
 //
 // DefaultHalvingBytes is the Options.HalvingBytes that package hvd sets
-// where every link of a job is TCP (see there for the measurements).
+// where every link of a job is TCP, and DefaultCrossHostSegmentBytes the
+// Options.SegmentBytes it sets where the ranks span more than one host
+// (see there for the measurements).
 const (
-	DefaultSegmentBytes = 1 << 20
-	DefaultInlineBytes  = 32 << 10
-	DefaultHalvingBytes = 2 << 20
+	DefaultSegmentBytes          = 1 << 20
+	DefaultInlineBytes           = 32 << 10
+	DefaultHalvingBytes          = 2 << 20
+	DefaultCrossHostSegmentBytes = 256 << 10
 )
 
 // Options tune a Comm. The zero value means the defaults.
 type Options struct {
 	// SegmentBytes is the largest message the pipelined executor sends;
 	// large buffers are cut into segments of this size so that sending,
-	// receiving and reducing overlap.
+	// receiving and reducing overlap. Zero means DefaultSegmentBytes;
+	// package hvd sets DefaultCrossHostSegmentBytes where the ranks span
+	// more than one host.
 	SegmentBytes int
 	// InlineBytes: operations whose buffers are at most this large run
 	// step by step in the caller's goroutine (lowest latency). It must stay

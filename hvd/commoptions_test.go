@@ -73,3 +73,38 @@ func TestHalvingBytesRule(t *testing.T) {
 		t.Errorf("given HalvingBytes 99: %d", got)
 	}
 }
+
+// TestSegmentBytesRule: ranks that span more than one host cut their
+// messages at collective.DefaultCrossHostSegmentBytes, ranks on one host
+// (or of unknown hosts) at the communicator's default; commOptions
+// applies it unless the options name their own.
+func TestSegmentBytesRule(t *testing.T) {
+	for _, c := range []struct {
+		hosts []int
+		want  int
+	}{
+		{[]int{0, 1}, collective.DefaultCrossHostSegmentBytes},
+		{[]int{0, 0, 1, 1}, collective.DefaultCrossHostSegmentBytes},
+		{[]int{1, 1, 1, 0}, collective.DefaultCrossHostSegmentBytes},
+		{[]int{0, 0, 0, 0}, 0},
+		{[]int{3}, 0},
+		{nil, 0},
+	} {
+		if got := segmentBytes(c.hosts); got != c.want {
+			t.Errorf("segmentBytes(%v) = %d, want %d", c.hosts, got, c.want)
+		}
+	}
+	env := jobenv.DefaultEnv()
+	env.Size = 2
+	two := &Runtime{env: env, hostOf: []string{"a", "b"}}
+	if got := two.commOptions(collective.Options{}).SegmentBytes; got != collective.DefaultCrossHostSegmentBytes {
+		t.Errorf("2 ranks on 2 hosts: SegmentBytes %d, want %d", got, collective.DefaultCrossHostSegmentBytes)
+	}
+	if got := two.commOptions(collective.Options{SegmentBytes: 99}).SegmentBytes; got != 99 {
+		t.Errorf("given SegmentBytes 99: %d", got)
+	}
+	one := &Runtime{env: env, hostOf: []string{"a", "a"}}
+	if got := one.commOptions(collective.Options{}).SegmentBytes; got != 0 {
+		t.Errorf("2 ranks on one host: SegmentBytes %d, want 0 (the default)", got)
+	}
+}

@@ -326,7 +326,7 @@ func newSetRuntime(r *Runtime, ps *ProcessSet, tr collective.Transport) *Runtime
 	}
 	hosts := r.setHosts(ps.ranks)
 	opts := collective.Options{Hierarchical: hierarchy(r.env.Hierarchical), Hosts: hosts, HalvingBytes: halvingBytes(r.env.NoSharedMemory, hosts),
-		OpTimeout: r.env.OpTimeout}
+		SegmentBytes: segmentBytes(hosts), OpTimeout: r.env.OpTimeout}
 	v.comm = collective.NewComm(tr, opts)
 	pub, head := r.pub, fmt.Sprintf("process set %d (job ranks %v; the ranks named below are positions in the set): ", ps.id, ps.ranks)
 	onStall := func(s engine.Stall) { // the set's stall warnings are events of the job too

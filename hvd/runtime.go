@@ -337,7 +337,38 @@ func (r *Runtime) commOptions(opts collective.Options) collective.Options {
 	if opts.HalvingBytes == 0 {
 		opts.HalvingBytes = halvingBytes(r.env.NoSharedMemory, opts.Hosts)
 	}
+	if opts.SegmentBytes == 0 {
+		opts.SegmentBytes = segmentBytes(opts.Hosts)
+	}
 	return opts
+}
+
+// segmentBytes is the Options.SegmentBytes of a communicator whose ranks
+// are on hosts (indexes; nil when unknown): collective's
+// DefaultCrossHostSegmentBytes where they span more than one host, else
+// 0 (DefaultSegmentBytes). Every rank knows every rank's host, so every
+// rank cuts the same segments. Emulated hosts of internal/testlab without
+// a rate limit on the 2-CPU test VM (2026-11-30), lab_bench.sh's auto
+// peer against the same build with -segment 262144 (interleaved
+// launches): 2 hosts × 1 rank, 2 to 64 MiB 0.58-0.83 against 1.51-1.65
+// GB/s busbw (four launches each, every launch of the smaller segment
+// faster from 4 MiB; in another run 0.50-0.67 against 1.33-1.66), 1 MiB
+// 1.83 against 1.53 and 256 KiB 1.26 against 1.15; 4 hosts × 1 rank, 1
+// to 64 MiB 0.51-0.67 against 0.71-0.79, 256 KiB 0.315 against 0.302; 2
+// hosts × 2 ranks (two-level) 1 MiB 0.588 against 0.637, 4 MiB 0.814
+// against 0.703, 16 and 64 MiB 0.735-0.757 against 0.760-0.822 (three
+// launches each). At 2 Gbit/s, 2 × 2: 1, 16 and 64 MiB 0.377, 0.340 and
+// 0.349 against 0.375, 0.351 and 0.350. A plain exchange of the same
+// bytes over one socket each way at once (lab_bench.sh's tcpx1) moved 16
+// and 64 MiB at 0.60-0.63 GB/s where the 1 MiB segments moved 0.50-0.51:
+// the large messages, not the links, were slow there. On one host (shared
+// memory, or loopback TCP) the larger segments stay: they measured as
+// fast or faster there (see DefaultSegmentBytes).
+func segmentBytes(hosts []int) int {
+	if len(hosts) < 2 || !slices.ContainsFunc(hosts, func(h int) bool { return h != hosts[0] }) {
+		return 0
+	}
+	return collective.DefaultCrossHostSegmentBytes
 }
 
 // halvingBytes is the Options.HalvingBytes of a communicator whose ranks

@@ -42,7 +42,7 @@ func run(args []string, getenv func(string) string, out io.Writer) error {
 	warmBudget := fs.Float64("warm-budget", 0.5, "seconds of warm-up per size (at least 1 call)")
 	csv := fs.Bool("csv", false, "print RESULT,... lines and '# done' (as peers/mpi_allreduce.c prints them)")
 	label := fs.String("label", "gorovod", "label of the RESULT lines")
-	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default)")
+	segment := fs.Int("segment", 0, "pipeline segment in bytes (0: the library default, 1 MiB on one host and 256 KiB across hosts)")
 	inline := fs.Int("inline", 0, "largest buffer in bytes run inline, without pipelining goroutines (0: the library default)")
 	doubling := fs.Int("doubling", 0, "largest flat all-reduce in bytes by recursive doubling (0: the library default, twice -inline; -1: up to -inline only)")
 	halving := fs.Int("halving", 0, "largest flat all-reduce in bytes by halving-doubling on a power of two ranks above 2 (0: the library default, 2 MiB where every link is TCP; -1: never)")
