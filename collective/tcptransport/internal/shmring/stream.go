@@ -38,10 +38,11 @@ const (
 // memory (interleaved launches): 1 MiB 83 against 179 µs in the first
 // condition and 122 against 56 in the second.
 //
-// So each writer measures: one long run in sampleEvery is timed, and
+// So each writer measures (and streams only where that is clearly faster,
+// see streamMargin): one long run in sampleEvery is timed, and
 // one timed run in probeEvery goes the way not chosen, so that its
 // estimate follows a change of condition; each way's estimate is a moving
-// average of its timed runs' nanoseconds per KiB. Until both ways have
+// average of its timed runs' nanoseconds per KiB (see record). Until both ways have
 // an estimate, every long run is timed and they take turns. In the first
 // condition (three interleaved launches) two ranks' 1 MiB all-reduce took
 // 89 µs this way, 84 always streaming and 190 never; 64 KiB 6.3, 6.1 and
@@ -100,23 +101,35 @@ func (f *filler) next() (way int, timed bool) {
 }
 
 // record adds a timed run of n bytes that took d to way's estimate. A
-// sample is cut to four times the estimate, so that a run preempted
-// midway moves it less; a lasting change still shows within a few.
+// sample is cut to twice the estimate, so that a run preempted midway
+// moves it by a quarter at most; a lasting change still shows within a
+// few (each such sample multiplies the estimate by 1.25).
 func (f *filler) record(way int, d time.Duration, n int) {
 	c := float64(d) * 1024 / float64(n)
 	switch old := f.cost[way]; {
 	case old == 0:
 		f.cost[way] = max(c, 1e-3)
 	default:
-		f.cost[way] = old + (min(c, 4*old)-old)/4
+		f.cost[way] = old + (min(c, 2*old)-old)/4
 	}
 	if f.cost[byCopy] > 0 && f.cost[byStream] > 0 {
 		f.pick = byCopy
-		if f.cost[byStream] < f.cost[byCopy] {
+		if f.cost[byStream] < streamMargin*f.cost[byCopy] {
 			f.pick = byStream
 		}
 	}
 }
+
+// streamMargin: streaming is chosen only where its runs take less than
+// this share of copy's. The writer's clock sees only its own side: a
+// streamed line costs the reader a load from memory where a copied one
+// may be in a cache they share. Two ranks on the test VM where its
+// processors shared one (a cache line's round trip 185-269 ns), with the
+// writer picking the faster way at any margin: 64 KiB all-reduce 3.7, 5.2
+// and 6.9 µs in three launches against 3.6-3.7 with copy only and 6.9-7.0
+// streaming only, 16 MiB 1.60-1.78 ms against 1.26-1.41 and 2.14-2.18;
+// where they did not, streaming took a quarter to a half of copy's time.
+const streamMargin = 0.6
 
 // fillWay copies src into dst the given way: with copy, or with copy up
 // to dst's first cache line boundary, streaming stores (streamLines) for
