@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"time"
 
@@ -247,7 +246,7 @@ func formGeneration(ctx context.Context, cfg ElasticConfig, rdv *rendezvous.Clie
 	c.Comm.Hosts = hostIndexes(hosts)
 	if n > 1 {
 		env := c.workerEnv()
-		allLocal := len(slices.Compact(slices.Sorted(slices.Values(hosts)))) == 1
+		allLocal := hostCount(hosts) == 1
 		host, err := jobenv.DataPlaneHost(env.BindAddr, cfg.RendezvousAddr, allLocal, nil)
 		if err != nil {
 			return nil, err

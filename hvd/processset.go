@@ -325,9 +325,7 @@ func newSetRuntime(r *Runtime, ps *ProcessSet, tr collective.Transport) *Runtime
 		b.ranks = ps.ranks
 	}
 	hosts := r.setHosts(ps.ranks)
-	opts := collective.Options{Hierarchical: hierarchy(r.env.Hierarchical), Hosts: hosts, HalvingBytes: halvingBytes(r.env.NoSharedMemory, hosts),
-		SegmentBytes: segmentBytes(hosts), OpTimeout: r.env.OpTimeout}
-	v.comm = collective.NewComm(tr, opts)
+	v.comm = collective.NewComm(tr, r.commOptions(collective.Options{Hosts: hosts}))
 	pub, head := r.pub, fmt.Sprintf("process set %d (job ranks %v; the ranks named below are positions in the set): ", ps.id, ps.ranks)
 	onStall := func(s engine.Stall) { // the set's stall warnings are events of the job too
 		pub.event(StallEvent, head+s.Text)

@@ -1,6 +1,7 @@
 package hvd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	copts := r.commOptions(cfg.Comm)
 	r.comm = collective.NewComm(tr, copts)
 	if env.Rank == 0 && copts.Hosts != nil {
-		r.log.Debug("hvd: host layout", "hosts", len(slices.Compact(slices.Sorted(slices.Values(copts.Hosts)))), "ranks", env.Size,
+		r.log.Debug("hvd: host layout", "hosts", hostCount(copts.Hosts), "ranks", env.Size,
 			"machines", knownMachines(r.machineOf),
 			"two_level", r.comm.HierarchicalLayout(), "hierarchical", r.env.Hierarchical.String())
 	}
@@ -322,8 +323,10 @@ func (r *Runtime) Comm() *collective.Comm {
 // host of every rank (unless opts names them), which the hierarchical
 // algorithms follow, the hierarchical switch of the knobs, the
 // halving-doubling all-reduce where every link is TCP (see halvingBytes),
-// and the op timeout, which bounds the operations that programs run on
-// Comm directly as the engine bounds its own.
+// the smaller segments of ranks on several hosts (see segmentBytes), and
+// the op timeout, which bounds the operations that programs run on Comm
+// directly as the engine bounds its own. A process set's communicator
+// gets the same from its ranks' hosts.
 func (r *Runtime) commOptions(opts collective.Options) collective.Options {
 	if opts.OpTimeout == 0 {
 		opts.OpTimeout = r.env.OpTimeout
@@ -351,9 +354,9 @@ func (r *Runtime) commOptions(opts collective.Options) collective.Options {
 // a rate limit on the 2-CPU test VM (2026-11-30), lab_bench.sh's auto
 // peer against the same build with -segment 262144 (interleaved
 // launches): 2 hosts × 1 rank, 2 to 64 MiB 0.58-0.83 against 1.51-1.65
-// GB/s busbw (four launches each, every launch of the smaller segment
-// faster from 4 MiB; in another run 0.50-0.67 against 1.33-1.66), 1 MiB
-// 1.83 against 1.53 and 256 KiB 1.26 against 1.15; 4 hosts × 1 rank, 1
+// GB/s busbw (four launches each; in another run 4 to 64 MiB 0.50-0.67
+// against 1.33-1.66, every launch of the smaller segment faster there),
+// 1 MiB 1.83 against 1.53 and 256 KiB 1.26 against 1.15; 4 hosts × 1 rank, 1
 // to 64 MiB 0.51-0.67 against 0.71-0.79, 256 KiB 0.315 against 0.302; 2
 // hosts × 2 ranks (two-level) 1 MiB 0.588 against 0.637, 4 MiB 0.814
 // against 0.703, 16 and 64 MiB 0.735-0.757 against 0.760-0.822 (three
@@ -365,10 +368,15 @@ func (r *Runtime) commOptions(opts collective.Options) collective.Options {
 // memory, or loopback TCP) the larger segments stay: they measured as
 // fast or faster there (see DefaultSegmentBytes).
 func segmentBytes(hosts []int) int {
-	if len(hosts) < 2 || !slices.ContainsFunc(hosts, func(h int) bool { return h != hosts[0] }) {
+	if hostCount(hosts) < 2 {
 		return 0
 	}
 	return collective.DefaultCrossHostSegmentBytes
+}
+
+// hostCount is how many different hosts hosts names (indexes or names).
+func hostCount[H cmp.Ordered](hosts []H) int {
+	return len(slices.Compact(slices.Sorted(slices.Values(hosts))))
 }
 
 // halvingBytes is the Options.HalvingBytes of a communicator whose ranks
@@ -398,7 +406,7 @@ func halvingBytes(noSharedMemory bool, hosts []int) int {
 	if len(hosts) < 3 {
 		return 0
 	}
-	if !noSharedMemory && len(slices.Compact(slices.Sorted(slices.Values(hosts)))) != len(hosts) {
+	if !noSharedMemory && hostCount(hosts) != len(hosts) {
 		return 0
 	}
 	return collective.DefaultHalvingBytes

@@ -32,8 +32,9 @@ const (
 // conditions on one day (2026-11-30), changing between launches. A
 // writer thread copying 256 KiB pieces into a 4 MiB ring, another reading
 // them out: where a cache line bounced between the two processors took
-// 460-540 ns a round trip, 7-9.5 GB/s with copy against 16-19 streaming;
-// where it took 160-220 ns, 28.5 against 14.4. A build that always
+// 460-540 ns a round trip, the pair moved 6.6-9.4 GB/s with copy against
+// 15.6-19.0 streaming (the writer's copies alone 6.7-9.5 against 19.6-28.9);
+// where it took 160-220 ns, 26.8-28.5 against 14.4. A build that always
 // streamed, against the one before, two ranks' all-reduce over shared
 // memory (interleaved launches): 1 MiB 83 against 179 µs in the first
 // condition and 122 against 56 in the second.
@@ -125,10 +126,11 @@ func (f *filler) record(way int, d time.Duration, n int) {
 // streamed line costs the reader a load from memory where a copied one
 // may be in a cache they share. Two ranks on the test VM where its
 // processors shared one (a cache line's round trip 185-269 ns), with the
-// writer picking the faster way at any margin: 64 KiB all-reduce 3.7, 5.2
+// writer picking the faster way with no margin: 64 KiB all-reduce 3.7, 5.2
 // and 6.9 µs in three launches against 3.6-3.7 with copy only and 6.9-7.0
 // streaming only, 16 MiB 1.60-1.78 ms against 1.26-1.41 and 2.14-2.18;
-// where they did not, streaming took a quarter to a half of copy's time.
+// where they did not, the writer's streamed runs took a fifth to a half
+// of its copied ones' time.
 const streamMargin = 0.6
 
 // fillWay copies src into dst the given way: with copy, or with copy up

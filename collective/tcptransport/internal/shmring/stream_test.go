@@ -45,13 +45,13 @@ func TestFillCopiesEveryLayout(t *testing.T) {
 // TestStreamWrapsEachWay is TestStreamWraps with every long run of a
 // write going one way, copy or streaming stores, as the ring wraps.
 func TestStreamWrapsEachWay(t *testing.T) {
+	t.Cleanup(func() { forceWay = -1 })
 	for _, way := range []int{byCopy, byStream} {
 		forceWay = way
 		for _, capacity := range []int{MinCapacity, MaxCapacity} {
 			streamWraps(t, capacity)
 		}
 	}
-	forceWay = -1
 }
 
 // TestFillerSchedule: until both ways have an estimate every long run is
